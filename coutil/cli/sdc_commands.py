@@ -1,0 +1,535 @@
+"""`coutil anonymize ...`, `coutil info-loss` and `coutil check`: centralized SDC from the command line.
+
+- ``anonymize mdav|rankswap|noise|mult-noise|synthetic|local INPUT.csv -o OUT.csv``: mask the selected
+  columns of INPUT (default: all) and write OUT.csv with INPUT's header and row order, the other
+  columns copied untouched; ordinal columns (``--ordinal``) are masked as ranks and written back as
+  their nearest category label. ``--json`` prints one JSON object (n, method, parameters,
+  sse_sst_percent, il1s, ...); the information loss is measured on the values as written.
+- ``info-loss --original X.csv --masked Y.csv``: SSE/SST, IL1s and the preservation of means,
+  variances and correlations (`coutil.sdc.infoloss`).
+- ``check --release Y.csv --qi a,b``: k-anonymity, l-diversity and t-closeness (`coutil.sdc.privacy`);
+  exit code 3 when a threshold given with --k/--l/--t does not hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from numpy.typing import NDArray
+from rich.table import Table
+
+from coutil.cli.common import emit_json, err_console, out_console, progress
+from coutil.errors import CheckFailedError, DataFileError, InputError
+from coutil.sdc.dataset import (
+    MISSING_TOKENS,
+    CsvTable,
+    Dataset,
+    load_csv,
+    parse_columns,
+    parse_number,
+    parse_ordinal_spec,
+    read_csv_table,
+    replace_columns,
+    table_to_dataset,
+    write_csv,
+)
+
+FloatMatrix = NDArray[np.float64]
+
+anonymize_app = typer.Typer(
+    help=(
+        "Mask the columns of a CSV file with a centralized SDC method (MDAV microaggregation, rank "
+        "swapping, noise, synthetic data) or simulate local anonymization. The output keeps the input's "
+        "header and row order; unselected columns are copied unchanged."
+    ),
+    no_args_is_help=True,
+)
+
+InputArg = Annotated[
+    Path, typer.Argument(help="CSV file with a header row (the original data).", show_default=False)
+]
+OutputOpt = Annotated[
+    Path,
+    typer.Option(
+        "-o", "--output", help="Where to write the masked CSV (same header and row order as INPUT).",
+        show_default=False,
+    ),
+]
+ColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="Comma-separated columns to mask, e.g. age,income (default: all columns, which must be numeric "
+        "or declared --ordinal).",
+        show_default=False,
+    ),
+]
+OrdinalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ordinal",
+        help="Declare an ordinal categorical column with its categories in increasing order, e.g. "
+        "'edu=primary<secondary<tertiary'; it is processed as ranks 1, 2, 3. Repeatable.",
+        show_default=False,
+    ),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the random generator: the same seed gives the same output.")
+]
+DecimalsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--decimals",
+        help="Round masked numeric values to this many decimals when writing (default: full precision).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the machine interface).")]
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+def _load_input(path: Path, columns: str | None, ordinal: list[str] | None) -> tuple[CsvTable, Dataset]:
+    table = read_csv_table(path)
+    data = table_to_dataset(table, parse_columns(columns), parse_ordinal_spec(ordinal or []))
+    return table, data
+
+
+def _released_values(data: Dataset, masked: FloatMatrix, decimals: int | None) -> FloatMatrix:
+    """The values as they will be written: ordinal ranks snapped to a category, numbers rounded."""
+    if decimals is not None and not 0 <= decimals <= 15:
+        raise InputError(f"bad --decimals {decimals}: expected an integer between 0 and 15")
+    released = np.array(masked, dtype=np.float64)
+    for j, name in enumerate(data.names):
+        if name in data.ordinal:
+            released[:, j] = np.clip(np.rint(released[:, j]), 1, len(data.ordinal[name]))
+        elif decimals is not None:
+            # +0.0 turns the -0.0 that rounding small negatives gives into 0 for the CSV.
+            released[:, j] = np.round(released[:, j], decimals) + 0.0
+    return released
+
+
+def _write_release(table: CsvTable, data: Dataset, released: FloatMatrix, output: Path) -> None:
+    write_csv(output, table.header, replace_columns(table, data.with_values(released)))
+
+
+def _finish(
+    table: CsvTable,
+    data: Dataset,
+    output: Path,
+    method: str,
+    parameters: dict[str, Any],
+    masked: FloatMatrix,
+    decimals: int | None,
+    json_output: bool,
+    extra: dict[str, Any] | None = None,
+    groups: NDArray[np.intp] | None = None,
+) -> None:
+    """Write the release, measure its information loss and report it (JSON or one line on stderr)."""
+    from coutil.sdc.infoloss import il1s, sse_sst_percent_groups, sse_sst_percent_pair
+
+    released = _released_values(data, masked, decimals)
+    _write_release(table, data, released, output)
+    sse = sse_sst_percent_groups(data.values, groups) if groups is not None else sse_sst_percent_pair(
+        data.values, released
+    )
+    report: dict[str, Any] = {
+        "n": data.n,
+        "method": method,
+        "parameters": parameters,
+        "columns": list(data.names),
+        "output": str(output),
+        **(extra or {}),
+        "sse_sst_percent": sse,
+        "il1s": il1s(data.values, released),
+    }
+    if json_output:
+        emit_json(report)
+    else:
+        err_console.print(
+            f"wrote {output}: {data.n} records, {method} on {', '.join(data.names)}; "
+            f"SSE/SST = {sse:.2f}%, IL1s = {report['il1s']:.4f}"
+        )
+
+
+def _check_parameter(name: str, value: float, low: float, high: float | None = None) -> None:
+    if not np.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        raise InputError(f"bad {name} {value!r}: expected a number {bound}")
+
+
+# --------------------------------------------------------------------------------------- anonymize
+
+
+@anonymize_app.command("mdav")
+def mdav_command(
+    input_csv: InputArg,
+    k: Annotated[int, typer.Option("--k", help="Minimum group size: every group has k..2k-1 records.")],
+    output: OutputOpt,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """MDAV microaggregation: replace each record by its group's centroid (k-anonymous on the columns).
+
+    Attributes are z-scored for the grouping; centroids are written in original units.
+    The SSE/SST reported is the partition's, on z-scored attributes.
+    """
+    from coutil.sdc.mdav import mdav
+
+    table, data = _load_input(input_csv, columns, ordinal)
+    if k < 1:
+        raise InputError(f"bad --k {k}: expected a positive integer")
+    if data.n < k:
+        raise InputError(f"{input_csv}: {data.n} records, fewer than k = {k}")
+    with progress(enabled=err_console.is_terminal) as bar:
+        bar.add_task(f"MDAV k={k} on {data.n} records", total=None)
+        result = mdav(data.values, k)
+    groups = np.asarray(result.groups, dtype=np.intp)
+    sizes = np.asarray(result.sizes)
+    extra = {"k": k, "groups": int(result.n_groups), "min_group_size": int(sizes.min())}
+    _finish(table, data, output, "mdav", {"k": k}, result.masked(), decimals, json_output, extra, groups)
+
+
+@anonymize_app.command("rankswap")
+def rankswap_command(
+    input_csv: InputArg,
+    output: OutputOpt,
+    p: Annotated[
+        float,
+        typer.Option("--p", help="Rank window in percent of the records: a value moves at most p*n/100 ranks."),
+    ] = 5.0,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    seed: SeedOpt = 0,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Rank swapping (mu-Argus semantics): swap each value with a random unswapped one within p% of ranks.
+
+    Each attribute is swapped independently; marginal distributions are preserved exactly.
+    """
+    from coutil.sdc.masking import rank_swap
+
+    _check_parameter("--p", p, 0.0, 100.0)
+    table, data = _load_input(input_csv, columns, ordinal)
+    with progress(enabled=err_console.is_terminal) as bar:
+        bar.add_task(f"rank swapping p={p:g}% on {data.n} records", total=None)
+        masked = rank_swap(data.values, p, seed)
+    _finish(table, data, output, "rankswap", {"p": p, "seed": seed}, masked, decimals, json_output)
+
+
+@anonymize_app.command("noise")
+def noise_command(
+    input_csv: InputArg,
+    output: OutputOpt,
+    a: Annotated[
+        float, typer.Option("--a", help="Noise variance as a fraction of each attribute's variance: N(0, a*var).")
+    ] = 0.1,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    seed: SeedOpt = 0,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Uncorrelated additive noise: y = x + e, e ~ N(0, a * var_j) for each attribute j."""
+    from coutil.sdc.masking import additive_noise
+
+    _check_parameter("--a", a, 0.0)
+    table, data = _load_input(input_csv, columns, ordinal)
+    masked = additive_noise(data.values, a, seed)
+    _finish(table, data, output, "noise", {"a": a, "seed": seed}, masked, decimals, json_output)
+
+
+@anonymize_app.command("mult-noise")
+def mult_noise_command(
+    input_csv: InputArg,
+    output: OutputOpt,
+    a: Annotated[
+        float, typer.Option("--a", help="Half-width of the multiplicative factor U(1-a, 1+a), 0 <= a <= 1.")
+    ] = 0.1,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    seed: SeedOpt = 0,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Multiplicative noise: y = x * u, u ~ U(1 - a, 1 + a) drawn for every cell."""
+    from coutil.sdc.masking import multiplicative_noise
+
+    _check_parameter("--a", a, 0.0, 1.0)
+    table, data = _load_input(input_csv, columns, ordinal)
+    masked = multiplicative_noise(data.values, a, seed)
+    _finish(table, data, output, "mult-noise", {"a": a, "seed": seed}, masked, decimals, json_output)
+
+
+@anonymize_app.command("synthetic")
+def synthetic_command(
+    input_csv: InputArg,
+    output: OutputOpt,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    seed: SeedOpt = 0,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Synthetic data: the columns are redrawn from a multivariate normal fitted to them (mean, covariance).
+
+    Row i of the output is NOT a masked version of record i: only the distribution is kept.
+    Record-level figures such as SSE/SST and IL1s are therefore large by design.
+    """
+    from coutil.sdc.masking import synthetic_normal
+
+    table, data = _load_input(input_csv, columns, ordinal)
+    masked = synthetic_normal(data.values, seed)
+    _finish(table, data, output, "synthetic", {"seed": seed}, masked, decimals, json_output)
+
+
+@anonymize_app.command("local")
+def local_command(
+    input_csv: InputArg,
+    output: OutputOpt,
+    a: Annotated[
+        float,
+        typer.Option("--a", help="Noise variance as a fraction of each public scale squared: N(0, a*s_j^2)."),
+    ] = 0.1,
+    scales: Annotated[
+        str | None,
+        typer.Option(
+            "--scales",
+            help="Public per-attribute scales s1,s2,... (one per selected column), known to every subject "
+            "beforehand. Default: the input's standard deviations, standing in for published ones.",
+            show_default=False,
+        ),
+    ] = None,
+    columns: ColumnsOpt = None,
+    ordinal: OrdinalOpt = None,
+    seed: SeedOpt = 0,
+    decimals: DecimalsOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Local anonymization: each subject adds noise N(0, a*s_j^2) to her own record, seeing no one else's.
+
+    This simulates what subjects can do alone; compare with the collaborative protocol.
+    """
+    from coutil.sdc.masking import local_anonymization
+
+    _check_parameter("--a", a, 0.0)
+    table, data = _load_input(input_csv, columns, ordinal)
+    if scales is None:
+        scale_values = [float(s) for s in data.values.std(axis=0)]
+        scale_source = "input standard deviations"
+    else:
+        try:
+            scale_values = [float(s) for s in scales.split(",")]
+        except ValueError:
+            raise InputError(f"bad --scales {scales!r}: expected comma-separated numbers") from None
+        if len(scale_values) != data.m:
+            raise InputError(f"--scales has {len(scale_values)} values but {data.m} columns are selected")
+        if not all(np.isfinite(s) and s >= 0 for s in scale_values):
+            raise InputError(f"bad --scales {scales!r}: scales must be finite and non-negative")
+        scale_source = "--scales"
+    masked = local_anonymization(data.values, scale_values, a, seed)
+    parameters = {"a": a, "seed": seed, "scales": scale_values, "scales_from": scale_source}
+    _finish(table, data, output, "local", parameters, masked, decimals, json_output)
+
+
+# --------------------------------------------------------------------------------------- info-loss
+
+
+def _percent(fraction: float) -> str:
+    # Rounding noise such as -1e-17 would print as "-0.00%"; show exact preservation as 0.00%.
+    return f"{fraction:+.2%}" if abs(fraction) >= 5e-5 else "0.00%"
+
+
+def info_loss_command(
+    original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.", show_default=False)],
+    masked: Annotated[
+        Path, typer.Option("--masked", help="CSV of the masked data set Y (same records, same order).",
+                           show_default=False)
+    ],
+    columns: Annotated[
+        str | None,
+        typer.Option("--columns", help="Comma-separated columns to compare (default: all columns of X, "
+                     "which Y must also have).", show_default=False),
+    ] = None,
+    ordinal: OrdinalOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Information loss of Y with respect to X: SSE/SST (%), IL1s, means, variances, correlations.
+
+    SSE/SST z-scores both files with X's means and standard deviations.
+    IL1s is the mean over cells of |x - y| / (sqrt(2) S_j), S_j the standard deviation of X's column j.
+    Row i of Y must be the masked version of row i of X.
+    """
+    from coutil.sdc.infoloss import information_loss
+
+    ordinal_map = parse_ordinal_spec(ordinal or [])
+    x = load_csv(original, parse_columns(columns), ordinal_map)
+    y = load_csv(masked, x.names, ordinal_map)
+    if x.n != y.n:
+        raise InputError(
+            f"{original} has {x.n} records but {masked} has {y.n}: the rows must match one to one"
+        )
+    report = information_loss(x, y)
+    if json_output:
+        emit_json(report.to_dict())
+        return
+    # Five columns fit an 80-column terminal; the masked means and variances are in --json.
+    table = Table(title=f"Information loss of {masked} w.r.t. {original} ({x.n} records)", title_justify="left")
+    table.add_column("attribute", no_wrap=True)
+    for heading in ("mean X", "mean change", "variance X", "variance change"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    for attribute in report.to_dict()["attributes"]:
+        table.add_row(
+            attribute["name"],
+            f"{attribute['mean_original']:.6g}",
+            _percent(attribute["mean_relative_difference"]),
+            f"{attribute['variance_original']:.4g}",
+            _percent(attribute["variance_relative_difference"]),
+        )
+    out_console.print(table)
+    summary = Table(show_header=False, box=None)
+    summary.add_row("SSE/SST", f"{report.sse_sst_percent:.4f} %")
+    summary.add_row("IL1s", f"{report.il1s:.4f}")
+    summary.add_row("mean |rel. diff| of means", f"{report.mean_abs_mean_relative_difference:.4%}")
+    summary.add_row("mean |rel. diff| of variances", f"{report.mean_abs_variance_relative_difference:.4%}")
+    summary.add_row("mean |diff| of correlations", f"{report.correlation_mean_abs_difference:.4f}")
+    out_console.print(summary)
+
+
+# ------------------------------------------------------------------------------------------- check
+
+
+def _encode_column(table: CsvTable, name: str, ordinal: dict[str, tuple[str, ...]]) -> tuple[FloatMatrix, bool]:
+    """A release column as numbers for the checks, and whether it is ordered (numeric or ordinal).
+
+    Numeric columns are used as numbers, declared ordinal ones as ranks; any other column (e.g. a
+    generalized '30-39' or a suppressed '*') is compared as text: fine for equality (classes,
+    l-diversity) but it has no order, so t-closeness is not defined on it.
+    """
+    if name in ordinal:
+        return table_to_dataset(table, [name], {name: ordinal[name]}).values[:, 0], True
+    col = table.column_index(name)
+    cells = [row[col].strip() for row in table.rows]
+    numbers = [parse_number(c) for c in cells]
+    if all(v is not None for v in numbers):
+        return np.asarray(numbers, dtype=np.float64), True
+    for i, cell in enumerate(cells):
+        # '?' often marks a suppressed cell in a release: a category of its own, not a missing value.
+        if cell.lower() in MISSING_TOKENS and cell != "?":
+            raise DataFileError(table.path, "missing value", line=i + 2, column=name)
+    _, codes = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
+    return np.asarray(codes, dtype=np.float64).reshape(-1), False
+
+
+def _print_check(report: Any) -> None:
+    ka = report.k_anonymity
+    err_console.print(
+        f"k-anonymity on {', '.join(report.qi)}: k = {ka.k} ({ka.n_classes} classes of {ka.n} records"
+        + (f"; {ka.violating_classes} classes below k = {ka.required_k})" if ka.required_k else ")")
+    )
+    if not report.l_diversity:
+        return
+    table = Table(title="Confidential attributes", title_justify="left")
+    for heading in ("attribute", "distinct l", "entropy l", "t (EMD)"):
+        table.add_column(heading, justify="left" if heading == "attribute" else "right")
+    t_by_name = {r.attribute: r for r in report.t_closeness}
+    for lrep in report.l_diversity:
+        trep = t_by_name.get(lrep.attribute)
+        table.add_row(
+            lrep.attribute, str(lrep.distinct_l), f"{lrep.entropy_l:.3f}", "n/a" if trep is None else f"{trep.t:.4f}"
+        )
+    err_console.print(table)
+
+
+def check_command(
+    release: Annotated[Path, typer.Option("--release", help="CSV of the release Y to check.", show_default=False)],
+    qi: Annotated[
+        str,
+        typer.Option("--qi", help="Comma-separated quasi-identifier columns; records with equal values on "
+                     "them form an equivalence class.", show_default=False),
+    ],
+    confidential: Annotated[
+        str | None,
+        typer.Option("--confidential", help="Comma-separated confidential columns for l-diversity and "
+                     "(numeric or --ordinal ones) t-closeness.", show_default=False),
+    ] = None,
+    k: Annotated[
+        int | None, typer.Option("--k", help="Require k-anonymity: every class has at least k records.",
+                                 show_default=False)
+    ] = None,
+    l_required: Annotated[
+        int | None, typer.Option("--l", help="Require distinct l-diversity: at least l distinct values of each "
+                                 "confidential attribute in every class.", show_default=False)
+    ] = None,
+    t: Annotated[
+        float | None, typer.Option("--t", help="Require t-closeness: the ordered EMD between each class's and the "
+                                   "whole table's distribution is at most t (0..1).", show_default=False)
+    ] = None,
+    ordinal: OrdinalOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Check a release: k-anonymity of the QIs, l-diversity and t-closeness of the confidential columns.
+
+    Non-numeric QI values (e.g. '30-39', '*') are compared as text.
+    Exit code 3 when a threshold given with --k, --l or --t does not hold.
+    """
+    from coutil.sdc.privacy import check_privacy
+
+    if k is not None and k < 1:
+        raise InputError(f"bad --k {k}: expected a positive integer")
+    if l_required is not None and l_required < 1:
+        raise InputError(f"bad --l {l_required}: expected a positive integer")
+    if t is not None and not 0.0 <= t <= 1.0:
+        raise InputError(f"bad --t {t}: expected a number between 0 and 1")
+    qi_names = parse_columns(qi) or []
+    conf_names = parse_columns(confidential) or []
+    overlap = sorted(set(qi_names) & set(conf_names))
+    if overlap:
+        raise InputError(f"column(s) {', '.join(overlap)} cannot be both --qi and --confidential")
+    if (l_required is not None or t is not None) and not conf_names:
+        raise InputError("--l and --t need --confidential columns")
+    ordinal_map = parse_ordinal_spec(ordinal or [])
+    table = read_csv_table(release)
+    for name in ordinal_map:
+        table.column_index(name)
+    qi_matrix = np.column_stack([_encode_column(table, name, ordinal_map)[0] for name in qi_names])
+    encoded = [(name, *_encode_column(table, name, ordinal_map)) for name in conf_names]
+    unordered = [name for name, _, ordered in encoded if not ordered]
+    if t is not None and unordered:
+        raise InputError(
+            f"--t needs numeric or --ordinal confidential columns; {', '.join(unordered)} "
+            "is text (declare its order with --ordinal)"
+        )
+    report = check_privacy(
+        qi_matrix,
+        qi_names,
+        [(name, values) for name, values, _ in encoded],
+        required_k=k,
+        required_l=None if l_required is None else float(l_required),
+        required_t=t,
+        numeric=[ordered for _, _, ordered in encoded],
+    )
+    if json_output:
+        emit_json({"release": str(release), "n": report.k_anonymity.n, **report.to_dict()})
+    else:
+        _print_check(report)
+    failures = report.failures()
+    if failures:
+        raise CheckFailedError("privacy check failed: " + "; ".join(failures))
+    if not json_output and (k is not None or l_required is not None or t is not None):
+        err_console.print("all required privacy checks hold")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `anonymize` (sub-commands), `info-loss` and `check` to the `coutil` app."""
+    app.add_typer(anonymize_app, name="anonymize")
+    app.command("info-loss")(info_loss_command)
+    app.command("check")(check_command)
+

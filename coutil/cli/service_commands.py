@@ -1,0 +1,243 @@
+"""`coutil collector serve|export` and `coutil subject join|swarm`: the deployed roles.
+
+``collector serve`` runs rounds against a broker, committing everything it acknowledges to SQLite
+(`coutil.collector.service`); it prints one JSON line per round event on stderr (structured logs,
+never a confidential value). ``subject join`` takes one person through the current round and prints
+her audit verdict; ``subject swarm`` hosts many simulated subjects in one process (the docker
+``subjects`` service).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from coutil.cli.common import emit_json, err_console
+from coutil.errors import ExitCode, InputError, NetworkError
+
+collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
+subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
+
+BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt[s]://[user:pass@]host:port")]
+
+
+def _log(**fields: Any) -> None:
+    """One structured log line (JSON) on stderr."""
+    sys.stderr.write(json.dumps({"t": round(time.time(), 3), **fields}, default=str) + "\n")
+    sys.stderr.flush()
+
+
+def _parse_key(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise InputError(f"bad --collector-key {text!r}: expected 64 hex digits") from None
+    if len(key) != 32:
+        raise InputError(f"bad --collector-key: expected 32 bytes (64 hex digits), got {len(key)}")
+    return key
+
+
+@collector_app.command("serve")
+def serve_command(
+    broker: BrokerOption,
+    db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
+    config: Annotated[Path | None, typer.Option("--config", help="Round TOML (a \\[round] table).",
+                                                show_default=False)] = None,
+    qi: Annotated[str | None, typer.Option("--qi", help="QI columns (default: the shipped survey's).",
+                                           show_default=False)] = None,
+    confidential: Annotated[str | None, typer.Option("--confidential", help="Confidential columns.",
+                                                     show_default=False)] = None,
+    k: Annotated[int | None, typer.Option("--k", help="Minimum group size.", show_default=False)] = None,
+    register_window: Annotated[float | None, typer.Option("--register-window", help="Seconds of registration.",
+                                                          show_default=False)] = None,
+    expected: Annotated[int | None, typer.Option("--expected", help="Close registration once this many "
+                                                 "subjects registered.", show_default=False)] = None,
+    rounds: Annotated[int, typer.Option("--rounds", help="Rounds to run before exiting (0: forever).")] = 1,
+) -> None:
+    """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
+    from coutil.cli.net_commands import build_config
+    from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
+    from coutil.collector.storage import CollectorStore
+    from coutil.net.mqtt import host_nodes, parse_broker_url
+
+    address = parse_broker_url(broker)
+    round_config = build_config(config, qi, confidential, k,
+                                {"register_window": register_window, "expected_subjects": expected})
+    secret = load_or_create_secret(db)
+    done = 0
+    with CollectorStore(db) as store:
+        while rounds == 0 or done < rounds:
+            opened = open_round(store, secret, round_config, time.time())
+            collector = opened.collector
+            _log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
+                 collector_key=collector.node.public_key.hex())
+            limit = (round_config.register_window + round_config.audit_window
+                     + 200 * round_config.step_timeout)
+
+            def on_event(node_id: str, event: Any) -> None:
+                _log(event=event.kind, **{k: v for k, v in dict(event.data).items() if not isinstance(v, bytes)})
+
+            def finished(c: PersistentCollector = collector) -> bool:
+                return c.finished
+
+            try:
+                stats = asyncio.run(host_nodes([collector], address, stop_when=finished, timeout=limit,
+                                               on_event=on_event))
+            except OSError as exc:
+                raise NetworkError(f"network error: {exc}") from None
+            outcome = collector.node.outcome()
+            _log(event="round_end", round=collector.round_id.hex(), completed=outcome.completed,
+                 phase=outcome.phase, registered=outcome.registered, released_rows=int(outcome.rows.shape[0]),
+                 verdicts=len(outcome.verdicts), accepted=sum(1 for v in outcome.verdicts if v["accept"]),
+                 stopped_by=stats.stopped_by)
+            if not outcome.completed:
+                store.set_phase(collector.round_id, "aborted", time.time())
+            done += 1
+
+
+@collector_app.command("export")
+def export_command(
+    db: Annotated[Path, typer.Option("--db", help="The collector's SQLite database.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Release CSV to write.")],
+    round_hex: Annotated[str | None, typer.Option("--round", help="Round id (hex; default: the newest round "
+                                                  "with a release).", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was exported as JSON.")] = False,
+) -> None:
+    """Write a stored release as CSV (readable while the service runs: WAL)."""
+    from coutil.collector.storage import CollectorStore
+
+    if not db.exists():
+        raise InputError(f"{db}: no such database")
+    with CollectorStore(db) as store:
+        rounds = store.rounds()
+        if round_hex is not None:
+            try:
+                wanted = bytes.fromhex(round_hex)
+            except ValueError:
+                raise InputError(f"bad --round {round_hex!r}: expected hex") from None
+            chosen = [r for r in rounds if r.round_id == wanted]
+            if not chosen:
+                raise InputError(f"{db}: no round {round_hex}")
+            round_id = wanted
+        else:
+            with_release = [r for r in rounds if store.load_round(r.round_id).release_csv is not None]
+            if not with_release:
+                raise InputError(f"{db}: no round has a release yet")
+            round_id = with_release[-1].round_id
+        stored = store.load_round(round_id)
+        if stored.release_csv is None:
+            raise InputError(f"{db}: round {round_id.hex()} has no release (phase {stored.phase})")
+        store.export_release(round_id, output)
+    info = {"round": round_id.hex(), "phase": stored.phase, "output": str(output),
+            "rows": stored.release_csv.count("\n") - 1, "verdicts": len(stored.verdicts)}
+    if as_json:
+        emit_json(info)
+    else:
+        err_console.print(f"round {info['round']}: {info['rows']} rows written to {output}")
+
+
+def _verdict_words(verdict: Any) -> str:
+    if verdict is None:
+        return "no verdict: the round did not reach the audit"
+    parts = [
+        "ACCEPT" if verdict.accept else f"REJECT ({verdict.reason})",
+        "your record is in the release" if verdict.included else "your record is NOT in the release",
+        f"permutation distance d = {verdict.permutation_distance}",
+        f"k-anonymous: {'yes' if verdict.k_anonymous else 'no'}",
+        f"match plausible as a random one: {'yes' if verdict.plausible else 'no'} (p = {verdict.p_value:.3f})",
+    ]
+    return "\n".join(parts)
+
+
+@subject_app.command("join")
+def join_command(
+    broker: BrokerOption,
+    data: Annotated[Path, typer.Option("--data", help="CSV holding your record (a header row).")],
+    row: Annotated[int, typer.Option("--row", help="Which data row is you (1-based).")] = 1,
+    collector_key: Annotated[str | None, typer.Option("--collector-key", help="Pin the collector's key (hex); "
+                                                      "default: trust the announced key.",
+                                                      show_default=False)] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
+) -> None:
+    """Take one subject through the current round and print her audit verdict."""
+    from coutil.net.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.sdc.dataset import load_csv
+
+    announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 60.0),
+                                           expected_key=_parse_key(collector_key)))
+    dataset = load_csv(data, list(announced.qi_names + announced.confidential_names))
+    if not 1 <= row <= dataset.n:
+        raise InputError(f"bad --row {row}: {data} has {dataset.n} data rows")
+    values = dataset.values[row - 1]
+    q = len(announced.qi_names)
+    (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())])
+    if not as_json:
+        err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
+    asyncio.run(host_subjects([node], broker, timeout=timeout))
+    audit = node.audit
+    result = {
+        "round": announced.round_id.hex(),
+        "collector_key": announced.collector_key.hex(),
+        "state": node.state,
+        "verdict": None if audit is None else {
+            "accept": audit.accept, "reason": audit.reason, "included": audit.included,
+            "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
+            "p_value": audit.p_value, "plausible": audit.plausible,
+        },
+    }
+    if as_json:
+        emit_json(result)
+    else:
+        print(_verdict_words(audit))
+    if audit is None:
+        raise typer.Exit(int(ExitCode.ROUND_INCOMPLETE))
+    if not audit.accept:
+        raise typer.Exit(int(ExitCode.COMPLAINT))
+
+
+@subject_app.command("swarm")
+def swarm_command(
+    broker: BrokerOption,
+    count: Annotated[int, typer.Option("--count", help="Subjects hosted by this process.")] = 100,
+    data: Annotated[Path | None, typer.Option("--data", help="CSV to draw records from (default: the shipped "
+                                              "survey).", show_default=False)] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
+) -> None:
+    """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
+    from coutil.cli.net_commands import default_data_path
+    from coutil.net.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.sdc.dataset import load_csv
+
+    if count < 1:
+        raise InputError(f"bad --count {count}: expected a positive number")
+    announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 120.0)))
+    dataset = load_csv(data if data is not None else default_data_path(),
+                       list(announced.qi_names + announced.confidential_names))
+    rows = np.random.default_rng().choice(dataset.n, size=count, replace=count > dataset.n)
+    q = len(announced.qi_names)
+    nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
+                                      for i in rows])
+    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout))
+    accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
+    summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted,
+               "finished": sum(1 for n in nodes if n.finished), "network": stats.as_dict()}
+    if as_json:
+        emit_json(summary)
+    else:
+        err_console.print(f"{summary['finished']}/{count} subjects finished, {accepted} accepted the release")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(collector_app, name="collector")
+    app.add_typer(subject_app, name="subject")

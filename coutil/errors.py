@@ -1,0 +1,85 @@
+"""Error types and the documented process exit codes.
+
+Every error a *user* can cause (a bad file, a wrong column name, an unreachable broker) is a
+`CoutilError` subclass carrying its exit code; the CLI prints its one-line message and exits with
+that code, never a traceback. Errors caused by a *remote peer* (a malformed or forged message) are
+`RemoteProtocolError`s: the protocol core records them as rejections and never lets them escape.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of the `coutil` command (documented in README.md)."""
+
+    OK = 0
+    #: An unexpected internal error (a bug in coutil): please report it.
+    INTERNAL = 1
+    #: Bad input or usage: missing/malformed file, unknown column, invalid parameter.
+    USAGE = 2
+    #: The command ran, but a privacy or protection check it performs did not hold.
+    CHECK_FAILED = 3
+    #: A protocol round did not complete (deadline passed, aborted, too few subjects).
+    ROUND_INCOMPLETE = 4
+    #: The round completed but at least one subject's verdict is a complaint.
+    COMPLAINT = 5
+    #: The network or broker could not be reached / failed.
+    NETWORK = 6
+
+
+class CoutilError(Exception):
+    """Base class of errors reported to the user as one line plus an exit code."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class InputError(CoutilError, ValueError):
+    """The user's input is wrong: file, column, value or parameter. Exit code 2."""
+
+    exit_code = ExitCode.USAGE
+
+
+class DataFileError(InputError):
+    """A data file is missing, empty or malformed; the message names file, line and column."""
+
+    def __init__(self, path: str, problem: str, *, line: int | None = None, column: str | None = None) -> None:
+        where = path
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column!r}"
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        #: 1-based line of the file (the header is line 1).
+        self.line = line
+        self.column = column
+        self.problem = problem
+
+
+class CheckFailedError(CoutilError):
+    """A privacy check did not hold (exit code 3)."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class NetworkError(CoutilError):
+    """The broker or network failed (exit code 6)."""
+
+    exit_code = ExitCode.NETWORK
+
+
+class RemoteProtocolError(Exception):
+    """A peer sent something the protocol must reject or ignore.
+
+    ``reason`` is a stable machine-readable code (listed in protocol/SPEC.md), ``detail`` a
+    human-readable explanation that never contains confidential values.
+    """
+
+    def __init__(self, reason: str, detail: str = "", *, ignore: bool = False) -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        #: True for IGNORE (stale, duplicate, early), False for REJECT (malformed or malicious).
+        self.ignore = ignore

@@ -1,0 +1,385 @@
+"""Wire codec (protocol/SPEC.md §7): signed msgpack envelopes around the tagged message union.
+
+``envelope = [1, payload, signature]`` with ``payload = msgpack [tag, round_id, sender, *fields]`` and
+``signature = Ed25519(sender, "coutil/v1\\x00" || payload)``. `decode` checks in the order of SPEC §7.2
+and turns *every* failure into a `RemoteProtocolError` with a stable reason: ``oversized``,
+``not_msgpack``, ``bad_envelope``, ``bad_version``, ``unknown_type``, ``bad_field``, ``bad_signature``.
+The signature is verified over the exact payload bytes received (msgpack has no canonical form).
+
+Field types come from the message dataclasses' annotations (`bytes`, `int` = uint, `float`,
+`bool`, `str`, ``tuple[T, ...]``, fixed tuples, nested dataclasses); byte lengths, which
+annotations cannot express, come from `_BIN_LENGTHS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import crypto
+from coutil.protocol.messages import MESSAGE_TYPES, Message
+
+PROTOCOL_VERSION = 1
+SIGNATURE_DOMAIN = crypto.SIGNATURE_DOMAIN
+#: Defaults of SPEC §12.
+MAX_MESSAGE_BYTES = 64 * 2**20
+MAX_ARRAY_ENTRIES = 4096
+MAX_LONG_ARRAY_ENTRIES = 2**20
+MAX_STRING_BYTES = 65536
+#: Largest uint on the wire: integers stay exact in every language's double.
+UINT_BOUND = 2**53
+
+#: Stable rejection reasons of the codec, in validation order (SPEC §7.2).
+REASONS = ("oversized", "not_msgpack", "bad_envelope", "bad_version", "unknown_type", "bad_field", "bad_signature")
+
+#: Exact byte lengths by field name (at any depth below that field); None = any length.
+_BIN_LENGTHS: dict[str, int | None] = {"round_id": 16, "onion": None, "items": None, "rows": None}
+_DEFAULT_BIN_LENGTH = 32
+#: Arrays bounded only by the message size (and `Limits.max_long_array_entries`), by (tag, field).
+_LONG_ARRAYS = {("release", "group_ids"), ("release", "group_sizes")}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Decoding limits (SPEC §7.1, §12). Beyond them a message is REJECT ``oversized``."""
+
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    #: Entries of any array field, except the release's per-group arrays.
+    max_array_entries: int = MAX_ARRAY_ENTRIES
+    #: Entries of the release's per-group arrays (also the msgpack decoder's hard array limit).
+    max_long_array_entries: int = MAX_LONG_ARRAY_ENTRIES
+    max_string_bytes: int = MAX_STRING_BYTES
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A verified message with the exact payload bytes it was signed over and their SHA-256."""
+
+    message: Message
+    payload: bytes
+    digest: bytes
+
+
+def _bad(detail: str) -> RemoteProtocolError:
+    return RemoteProtocolError("bad_field", detail)
+
+
+# ---------------------------------------------------------------------- field schema
+class _Kind:
+    """One node of a message's field schema: strict decode checks, encode coercion, JSON form."""
+
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        raise NotImplementedError
+
+    def wire(self, value: object) -> object:
+        return value
+
+    def plain(self, value: Any) -> object:
+        return value
+
+    def from_plain(self, value: Any) -> object:
+        return value
+
+
+class _Bin(_Kind):
+    def __init__(self, length: int | None) -> None:
+        self.length = length
+
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not bytes:
+            raise _bad(f"{where}: expected bin, got {type(value).__name__}")
+        if self.length is not None and len(value) != self.length:
+            raise _bad(f"{where}: expected {self.length} bytes, got {len(value)}")
+        return value
+
+    def wire(self, value: object) -> object:
+        return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
+
+    def plain(self, value: Any) -> object:
+        return bytes(value).hex()
+
+    def from_plain(self, value: Any) -> object:
+        return bytes.fromhex(value)
+
+
+class _UInt(_Kind):
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not int:
+            raise _bad(f"{where}: expected uint, got {type(value).__name__}")
+        if not 0 <= value < UINT_BOUND:
+            raise _bad(f"{where}: uint out of range [0, 2^53)")
+        return value
+
+    def wire(self, value: object) -> object:
+        # numpy integers and the like become plain ints; bools stay bools (and are rejected).
+        if not isinstance(value, bool) and hasattr(value, "__index__"):
+            return int(typing.cast(Any, value))
+        return value
+
+
+class _Float(_Kind):
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not float:
+            raise _bad(f"{where}: expected float, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise _bad(f"{where}: float not finite")
+        return value
+
+    def wire(self, value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)  # an int (or numpy float) is sent as float 64
+        return value
+
+
+class _Bool(_Kind):
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not bool:
+            raise _bad(f"{where}: expected bool, got {type(value).__name__}")
+        return value
+
+
+class _Str(_Kind):
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not str:
+            raise _bad(f"{where}: expected str, got {type(value).__name__}")
+        if len(value) > limits.max_string_bytes or len(value.encode("utf-8")) > limits.max_string_bytes:
+            raise RemoteProtocolError("oversized", f"{where}: string longer than {limits.max_string_bytes} bytes")
+        if not value.isprintable():
+            raise _bad(f"{where}: string holds a control or unprintable character")
+        return value
+
+
+class _Array(_Kind):
+    def __init__(self, item: _Kind, long: bool) -> None:
+        self.item = item
+        self.long = long
+
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not tuple:
+            raise _bad(f"{where}: expected array, got {type(value).__name__}")
+        bound = limits.max_long_array_entries if self.long else limits.max_array_entries
+        if len(value) > bound:
+            raise RemoteProtocolError("oversized", f"{where}: array of {len(value)} entries, limit {bound}")
+        check = self.item.check
+        return tuple([check(v, limits, where) for v in value])
+
+    def wire(self, value: object) -> object:
+        if not isinstance(value, (list, tuple)):
+            return value
+        return tuple([self.item.wire(v) for v in value])
+
+    def plain(self, value: Any) -> object:
+        return [self.item.plain(v) for v in value]
+
+    def from_plain(self, value: Any) -> object:
+        return tuple(self.item.from_plain(v) for v in value)
+
+
+class _Fixed(_Kind):
+    """A fixed-size heterogeneous tuple, e.g. ``tuple[bytes, str]``."""
+
+    def __init__(self, items: tuple[_Kind, ...]) -> None:
+        self.items = items
+
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not tuple or len(value) != len(self.items):
+            raise _bad(f"{where}: expected an array of {len(self.items)} entries")
+        return tuple(kind.check(v, limits, where) for kind, v in zip(self.items, value, strict=True))
+
+    def wire(self, value: object) -> object:
+        if not isinstance(value, (list, tuple)) or len(value) != len(self.items):
+            return value
+        return tuple(kind.wire(v) for kind, v in zip(self.items, value, strict=True))
+
+    def plain(self, value: Any) -> object:
+        return [kind.plain(v) for kind, v in zip(self.items, value, strict=True)]
+
+    def from_plain(self, value: Any) -> object:
+        return tuple(kind.from_plain(v) for kind, v in zip(self.items, value, strict=True))
+
+
+class _Struct(_Kind):
+    """A dataclass: on the wire the array of its fields in declaration order."""
+
+    def __init__(self, cls: type, fields: tuple[tuple[str, _Kind], ...]) -> None:
+        self.cls = cls
+        self.fields = fields
+
+    def check(self, value: object, limits: Limits, where: str) -> Any:
+        if type(value) is not tuple or len(value) != len(self.fields):
+            raise _bad(f"{where}: expected an array of {len(self.fields)} fields")
+        args = [kind.check(v, limits, f"{where}.{name}") for (name, kind), v in zip(self.fields, value, strict=True)]
+        return self.cls(*args)
+
+    def wire(self, value: object) -> object:
+        if not isinstance(value, self.cls):
+            return value
+        return tuple(kind.wire(getattr(value, name)) for name, kind in self.fields)
+
+    def plain(self, value: Any) -> object:
+        return {name: kind.plain(getattr(value, name)) for name, kind in self.fields}
+
+    def from_plain(self, value: Any) -> object:
+        return self.cls(*(kind.from_plain(value[name]) for name, kind in self.fields))
+
+
+def _kind_of(annotation: Any, tag: str, field_name: str) -> _Kind:
+    if annotation is bytes:
+        return _Bin(_BIN_LENGTHS.get(field_name, _DEFAULT_BIN_LENGTH))
+    if annotation is bool:
+        return _Bool()
+    if annotation is int:
+        return _UInt()
+    if annotation is float:
+        return _Float()
+    if annotation is str:
+        return _Str()
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        return _struct_of(annotation, tag)
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _Array(_kind_of(args[0], tag, field_name), (tag, field_name) in _LONG_ARRAYS)
+        return _Fixed(tuple(_kind_of(a, tag, field_name) for a in args))
+    raise TypeError(f"no wire encoding for {annotation!r} ({tag}.{field_name})")
+
+
+def _struct_of(cls: type, tag: str) -> _Struct:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    return _Struct(cls, tuple((name, _kind_of(hints[name], tag, name)) for name in names))
+
+
+#: tag -> schema of the whole message (round_id and sender included, in declaration order).
+SCHEMAS: dict[str, _Struct] = {tag: _struct_of(cls, tag) for tag, cls in MESSAGE_TYPES.items()}
+
+
+# ---------------------------------------------------------------------- msgpack
+class _ForbiddenTypeError(Exception):
+    pass
+
+
+def _no_ext(code: int, data: bytes) -> object:
+    raise _ForbiddenTypeError(f"extension type {code}")
+
+
+def _no_maps(pairs: object) -> object:
+    raise _ForbiddenTypeError("map")
+
+
+def _unpack(data: bytes, limits: Limits, what: str) -> Any:
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=False,
+            strict_map_key=True,
+            ext_hook=_no_ext,
+            object_pairs_hook=_no_maps,  # maps and extension types are not part of the format
+            max_str_len=limits.max_string_bytes,
+            max_bin_len=limits.max_message_bytes,
+            max_array_len=limits.max_long_array_entries,
+        )
+    except _ForbiddenTypeError as exc:
+        raise RemoteProtocolError("not_msgpack", f"{what}: {exc} not allowed") from None
+    except ValueError as exc:
+        if "exceeds max_" in str(exc):
+            raise RemoteProtocolError("oversized", f"{what}: {exc}") from None
+        raise RemoteProtocolError("not_msgpack", f"{what}: {exc}") from None
+    except Exception as exc:  # msgpack may raise other errors on hostile input (deep nesting, bad UTF-8)
+        raise RemoteProtocolError("not_msgpack", f"{what}: {type(exc).__name__}") from None
+
+
+def _open_envelope(data: bytes, limits: Limits) -> tuple[bytes, bytes]:
+    """Steps 1-3 of SPEC §7.2: size, envelope shape, version. Returns (payload, signature)."""
+    if not isinstance(data, bytes):
+        raise RemoteProtocolError("bad_envelope", f"expected bytes, got {type(data).__name__}")
+    if len(data) > limits.max_message_bytes:
+        raise RemoteProtocolError("oversized", f"{len(data)} bytes, limit {limits.max_message_bytes}")
+    envelope = _unpack(data, limits, "envelope")
+    if type(envelope) is not tuple or len(envelope) != 3:
+        raise RemoteProtocolError("bad_envelope", "not an array of [version, payload, signature]")
+    version, payload, signature = envelope
+    if type(version) is not int or type(payload) is not bytes or type(signature) is not bytes:
+        raise RemoteProtocolError("bad_envelope", "envelope entries must be [uint, bin, bin(64)]")
+    if len(signature) != crypto.SIGNATURE_BYTES:
+        raise RemoteProtocolError("bad_envelope", f"signature of {len(signature)} bytes")
+    if version != PROTOCOL_VERSION:
+        raise RemoteProtocolError("bad_version", f"version {version}, this implementation speaks {PROTOCOL_VERSION}")
+    return payload, signature
+
+
+def decode(data: bytes, limits: Limits | None = None) -> Decoded:
+    """Decode and verify one envelope (SPEC §7.2 steps 1-6); RemoteProtocolError on any failure."""
+    limits = limits if limits is not None else Limits()
+    payload, signature = _open_envelope(data, limits)
+    body = _unpack(payload, limits, "payload")
+    if type(body) is not tuple or len(body) < 3 or type(body[0]) is not str:
+        raise RemoteProtocolError("bad_envelope", "payload is not an array [tag, round_id, sender, ...]")
+    schema = SCHEMAS.get(body[0])
+    if schema is None:
+        raise RemoteProtocolError("unknown_type", f"tag {body[0][:64]!r}")
+    if len(body) - 1 != len(schema.fields):
+        raise _bad(f"{body[0]}: {len(body) - 3} fields, expected {len(schema.fields) - 2}")
+    message: Message = schema.check(body[1:], limits, body[0])
+    if not crypto.verify(message.sender, SIGNATURE_DOMAIN + payload, signature):
+        raise RemoteProtocolError("bad_signature", f"{body[0]} signature does not verify under its sender")
+    return Decoded(message, payload, payload_digest(payload))
+
+
+def encode_payload(message: Message) -> bytes:
+    """The payload bytes of ``message``; ValueError if a peer would reject it (a bug of the caller)."""
+    schema = SCHEMAS.get(message.TAG)
+    if schema is None or type(message) is not schema.cls:
+        raise ValueError(f"not a protocol message: {message!r}")
+    body = schema.wire(message)
+    assert isinstance(body, tuple)
+    try:
+        schema.check(body, Limits(), message.TAG)
+    except RemoteProtocolError as exc:
+        raise ValueError(f"cannot encode {message.TAG}: {exc}") from None
+    packed: bytes = msgpack.packb((message.TAG, *body), use_bin_type=True)
+    return packed
+
+
+def encode(message: Message, signing_key: crypto.SigningKey) -> bytes:
+    """Sign and wrap ``message`` in an envelope. Its ``sender`` must be ``signing_key``'s public key."""
+    if message.sender != signing_key.public:
+        raise ValueError(f"{message.TAG}: sender is not the signing key's public key")
+    payload = encode_payload(message)
+    signature = signing_key.sign(SIGNATURE_DOMAIN + payload)
+    envelope: bytes = msgpack.packb((PROTOCOL_VERSION, payload, signature), use_bin_type=True)
+    return envelope
+
+
+def payload_digest(payload: bytes) -> bytes:
+    """The digest of a message (acks, de-duplication): SHA-256 of its exact payload bytes."""
+    return hashlib.sha256(payload).digest()
+
+
+def payload_digest_of(envelope: bytes, limits: Limits | None = None) -> bytes:
+    """`payload_digest` of the payload inside an envelope (checks only the envelope, not the signature)."""
+    payload, _ = _open_envelope(envelope, limits if limits is not None else Limits())
+    return payload_digest(payload)
+
+
+# ---------------------------------------------------------------------- language-neutral form
+def message_to_plain(message: Message) -> dict[str, object]:
+    """JSON-ready form (test vectors): ``{"type": tag, "fields": {...}}``; bytes as hex, structs as objects."""
+    schema = SCHEMAS[message.TAG]
+    fields = schema.plain(message)
+    return {"type": message.TAG, "fields": fields}
+
+
+def message_from_plain(data: dict[str, Any]) -> Message:
+    """Inverse of `message_to_plain`."""
+    schema = SCHEMAS[data["type"]]
+    message: Message = typing.cast(Message, schema.from_plain(data["fields"]))
+    return message

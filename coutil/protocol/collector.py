@@ -1,0 +1,543 @@
+"""The collector's state machine (sans-IO).
+
+The collector announces the round, accepts registrations, fixes the roster (a Merkle tree over
+the registrations sorted by subject key) and the groups (MDAV on the QIs, exactly as centralized
+MDAV would form them), coordinates every group's shuffle (deadlines, exclusions, merges, blame),
+opens the confidential records once every member of a group has voted go, and publishes and
+signs the release. It learns the QIs (as in centralized k-anonymity) but, unless all other members
+of a group collude with it, not which confidential record belongs to whom.
+
+Top-level states and the messages each accepts are in `TRANSITIONS`; group runs are in `GroupState`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, crypto, merkle, topics
+from coutil.protocol.collector_groups import GroupState, merge_target
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.messages import (
+    Announce,
+    Assign,
+    Fetch,
+    Message,
+    Register,
+    RegisterAck,
+    Release,
+    Roster,
+    RoundParams,
+    Verdict,
+    VerdictAck,
+)
+from coutil.protocol.node import Event, Outgoing, RandomSource, Rejection
+from coutil.protocol.retry import Resender
+from coutil.sdc.mdav import mdav
+
+#: state -> message tag -> handler name; anything else is recorded as ignored.
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "registration": {"register": "_on_register", "fetch": "_on_fetch"},
+    "sharing": {
+        "register": "_on_late_register",
+        "fetch": "_on_fetch",
+        "run_keys": "_on_group_message",
+        "submit": "_on_group_message",
+        "batch": "_on_group_message",
+        "vote": "_on_group_message",
+        "reveal": "_on_group_message",
+        "blame": "_on_group_message",
+        "verdict": "_on_verdict",
+    },
+    "auditing": {
+        "register": "_on_late_register",
+        "fetch": "_on_fetch",
+        "reveal": "_on_group_message",
+        "verdict": "_on_verdict",
+    },
+    "done": {"fetch": "_on_fetch", "verdict": "_on_verdict"},
+    "aborted": {},
+}
+
+STATE_EDGES: dict[str, tuple[str, ...]] = {
+    "registration": ("sharing", "aborted"),
+    "sharing": ("auditing", "aborted"),
+    "auditing": ("done",),
+    "done": (),
+    "aborted": (),
+}
+
+
+@dataclass
+class Registration:
+    key: bytes
+    qi: tuple[float, ...]
+    digest: bytes
+    ack: Outgoing
+
+
+@dataclass
+class RoundOutcome:
+    """What a round produced (the collector's view)."""
+
+    completed: bool
+    phase: str
+    columns: tuple[str, ...]
+    rows: np.ndarray
+    group_sizes: tuple[int, ...]
+    verdicts: list[dict[str, object]]
+    excluded: list[dict[str, object]]
+    manifest: dict[str, str]
+    phase_times: dict[str, float]
+    registered: int
+    round_id: str = ""
+    rejections: dict[str, int] = field(default_factory=dict)
+
+
+class CollectorNode:
+    """The collector of one round. Implements `coutil.protocol.node.Node`."""
+
+    def __init__(
+        self,
+        config: RoundConfig,
+        *,
+        identity: crypto.SigningKey,
+        rng: RandomSource,
+        round_id: bytes,
+        limits: codec.Limits | None = None,
+    ) -> None:
+        if len(round_id) != 16:
+            raise ValueError("round_id must be 16 bytes")
+        self.config = config
+        self._identity = identity
+        self.public_key = identity.public
+        self.client_id = "collector-" + round_id.hex()[:8]
+        self._rng = rng
+        self.round_id = round_id
+        self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.max_message_bytes)
+        self._kx = crypto.KxKey.generate(rng)
+        self.state = "created"
+        self.rejections: list[Rejection] = []
+        self._events: list[Event] = []
+        self._resend = Resender(config.retry_interval)
+        self._registrations: dict[bytes, Registration] = {}
+        self._order: list[bytes] = []  # roster order (sorted keys)
+        self._tree: merkle.MerkleTree | None = None
+        self._qi_matrix: np.ndarray | None = None
+        self._groups: dict[int, GroupState] = {}
+        self._group_of: dict[bytes, int] = {}
+        self._assign_msgs: dict[bytes, Outgoing] = {}
+        self._excluded: dict[bytes, str] = {}
+        self._records: dict[int, list[tuple[float, ...]]] = {}
+        self._release_out: Outgoing | None = None
+        self._release_matrix: np.ndarray | None = None
+        self._release_sizes: tuple[int, ...] = ()
+        self._verdicts: dict[bytes, Verdict] = {}
+        self._deadline: float | None = None
+        self._reveal_opened = False
+        self._phase_started: dict[str, float] = {}
+        self._phase_times: dict[str, float] = {}
+        self._announce_out: Outgoing | None = None
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ Node interface
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "aborted")
+
+    def subscriptions(self) -> frozenset[str]:
+        if self.state in ("created", "aborted"):
+            return frozenset()
+        return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id)})
+
+    def drain_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def next_timer(self) -> float | None:
+        times = [t for t in (self._resend.next_due(), self._deadline) if t is not None]
+        times.extend(g.deadline for g in self._groups.values() if g.active)
+        return min(times) if times else None
+
+    def start(self, now: float, *, started_at: float | None = None) -> list[Outgoing]:
+        """Announce the round. ``started_at`` (a restarted service resuming its round) keeps the
+        original deadlines, so that the re-signed announce is byte-identical to the first one."""
+        self._now = now
+        c = self.config
+        params = RoundParams(
+            qi_names=c.qi,
+            confidential_names=c.confidential,
+            k=c.k,
+            method="mdav",
+            register_deadline=(now if started_at is None else started_at) + c.register_window,
+            step_timeout=c.step_timeout,
+            audit_deadline_after_release=c.audit_window,
+            collector_kx=self._kx.public,
+            min_permutation_distance=c.min_permutation_distance,
+            manifest=c.manifest(),
+        )
+        self._params = params
+        announce = Announce(self.round_id, self.public_key, params)
+        self._announce_out = Outgoing(topics.ANNOUNCE, codec.encode(announce, self._identity), retain=True)
+        self._deadline = params.register_deadline
+        self._enter("registration")
+        return [self._announce_out]
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        self._now = now
+        out: list[Outgoing] = []
+        try:
+            decoded = codec.decode(payload, self._limits)
+            message = decoded.message
+            if message.round_id != self.round_id:
+                raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
+            if self.state == "created":
+                raise RemoteProtocolError("early", "round not started", ignore=True)
+            handler_name = TRANSITIONS[self.state].get(message.TAG)
+            if handler_name is None:
+                raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
+            expected = (
+                topics.subject_up(self.round_id, message.sender)
+                if message.TAG in ("register", "verdict", "fetch")
+                else topics.subject_group(self.round_id, message.sender)
+            )
+            if topic != expected:
+                raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
+            handler: Callable[[Message, bytes, float], list[Outgoing]] = getattr(self, handler_name)
+            out = handler(message, decoded.digest, now)
+        except RemoteProtocolError as exc:
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
+        return out
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        self._now = now
+        out = self._resend.due(now)
+        if self._deadline is not None and now >= self._deadline:
+            self._deadline = None
+            if self.state == "registration":
+                out.extend(self._close_registration(now))
+            elif self.state == "auditing":
+                self._finish(now)
+        if self.state == "sharing":
+            for group in list(self._groups.values()):
+                if group.active and now >= group.deadline:
+                    out.extend(self._group_timeout(group, now))
+            out.extend(self._progress(now))
+        return out
+
+    # ------------------------------------------------------------------ helpers
+    def _event(self, kind: str, **data: object) -> None:
+        self._events.append(Event(self._now, kind, tuple(data.items())))
+
+    def _enter(self, state: str) -> None:
+        previous = self.state
+        if previous in self._phase_started:
+            self._phase_times[previous] = self._now - self._phase_started[previous]
+        self.state = state
+        self._phase_started[state] = self._now
+        self._event("phase", phase=state)
+
+    def _sign(self, message: Message) -> bytes:
+        data: bytes = codec.encode(message, self._identity)
+        return data
+
+    # ------------------------------------------------------------------ registration
+    def _on_register(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Register)
+        if len(message.qi) != len(self.config.qi):
+            raise RemoteProtocolError("bad_field", f"{len(message.qi)} QI values, expected {len(self.config.qi)}")
+        if not all(math.isfinite(v) for v in message.qi):
+            raise RemoteProtocolError("bad_field", "non-finite QI value")
+        known = self._registrations.get(message.sender)
+        if known is not None:
+            if known.digest != digest:
+                raise RemoteProtocolError("conflicting_registration", "a second, different registration")
+            return [known.ack]  # the ack was lost: send it again
+        ack = RegisterAck(self.round_id, self.public_key, message.sender, digest)
+        out = Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))
+        self._registrations[message.sender] = Registration(message.sender, message.qi, digest, out)
+        expected = self.config.expected_subjects
+        if expected and len(self._registrations) >= expected:
+            # Everyone expected is here: no need to wait for the rest of the window.
+            self._deadline = None
+            return [out, *self._close_registration(now)]
+        return [out]
+
+    def _on_late_register(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Register)
+        known = self._registrations.get(message.sender)
+        if known is not None and known.digest == digest:
+            return [known.ack]
+        raise RemoteProtocolError("late", "registration after the deadline", ignore=True)
+
+    def _close_registration(self, now: float) -> list[Outgoing]:
+        n = len(self._registrations)
+        if n < self.config.k:
+            self._event("aborted", reason="too_few_subjects", registered=n)
+            self._enter("aborted")
+            return []
+        self._order = sorted(self._registrations)
+        leaves = [merkle.roster_leaf(key, self._registrations[key].qi) for key in self._order]
+        self._tree = merkle.MerkleTree(leaves)
+        self._qi_matrix = np.array([self._registrations[key].qi for key in self._order], dtype=np.float64)
+        grouping = mdav(self._qi_matrix, self.config.k)
+        self._centroids = grouping.centroids
+        out: list[Outgoing] = []
+        roster = Roster(self.round_id, self.public_key, n, self._tree.root, grouping.n_groups)
+        out.append(Outgoing(topics.roster(self.round_id), self._sign(roster), retain=True))
+        members_of: dict[int, list[int]] = {}
+        for index, label in enumerate(grouping.groups.tolist()):
+            members_of.setdefault(int(label), []).append(index)
+        for label, indices in members_of.items():
+            keys = tuple(sorted(self._order[i] for i in indices))
+            state = GroupState(label, keys, tuple(indices), now + self.config.step_timeout)
+            self._groups[label] = state
+            for key in keys:
+                self._group_of[key] = label
+        for key_index, key in enumerate(self._order):
+            out.extend(self._send_assign(key, key_index, now))
+        for group in self._groups.values():
+            out.extend(self._start_run(group, (), now))
+        self._event("grouped", registered=n, groups=len(self._groups))
+        self._enter("sharing")
+        return out
+
+    def _send_assign(self, key: bytes, key_index: int, now: float) -> list[Outgoing]:
+        assert self._tree is not None
+        label = self._group_of[key]
+        group = self._groups[label]
+        centroid = tuple(float(v) for v in self._centroid_of(group))
+        assign = Assign(self.round_id, self.public_key, key, key_index, self._tree.proof(key_index),
+                        self._tree.root, label, group.members, centroid)
+        out = Outgoing(topics.inbox(self.round_id, key), self._sign(assign))
+        self._assign_msgs[key] = out
+        self._resend.arm(("assign", key), out, now)
+        return [out]
+
+    def _centroid_of(self, group: GroupState) -> np.ndarray:
+        assert self._qi_matrix is not None
+        if group.original:
+            # Untouched MDAV group: use MDAV's own centroid so the release equals centralized MDAV exactly.
+            return np.asarray(self._centroids[group.label], dtype=np.float64)
+        return np.asarray(self._qi_matrix[list(group.indices)].mean(axis=0), dtype=np.float64)
+
+    # ------------------------------------------------------------------ shuffle coordination
+    def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        message = group.new_run(self.round_id, self.public_key, excluded, now + self.config.step_timeout)
+        out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+        self._resend.arm(("shuffle_start", group.label), out, now)
+        self._event("run_started", group=group.label, run=group.run, size=len(group.members))
+        return [out]
+
+    def _on_group_message(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        label = self._group_of.get(message.sender)
+        group = self._groups.get(label) if label is not None else None
+        if group is None:
+            raise RemoteProtocolError("not_a_member", f"{message.TAG} from a subject in no group")
+        group.observe(message, now, self.config.step_timeout)
+        if message.TAG == "run_keys":
+            self._resend.cancel(("assign", message.sender))
+            if group.all_keys():
+                self._resend.cancel(("shuffle_start", group.label))
+        return self._progress(now)
+
+    def _progress(self, now: float) -> list[Outgoing]:
+        """Act on every group whose state allows it, then on the round."""
+        out: list[Outgoing] = []
+        for group in list(self._groups.values()):
+            if not group.active:
+                continue
+            if group.blame_complete():
+                out.extend(self._resolve_blame(group, now))
+            elif group.reveals_complete():
+                out.extend(self._open_group(group, now))
+        active = [g for g in self._groups.values() if g.active]
+        if active and not self._reveal_opened and all(g.ready for g in active):
+            # Barrier: no group reveals before every group has voted go, so a group that falls below
+            # k later can still merge with a group whose records are not yet opened.
+            self._reveal_opened = True
+            for group in active:
+                message = group.reveal_open_message(self.round_id, self.public_key)
+                msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+                self._resend.arm(("reveal_open", group.label), msg, now)
+                out.append(msg)
+                group.deadline = now + self.config.step_timeout
+            self._event("reveal_open", groups=len(active))
+        elif self._reveal_opened:
+            for group in active:
+                if group.ready and not group.reveal_sent:
+                    message = group.reveal_open_message(self.round_id, self.public_key)
+                    msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+                    self._resend.arm(("reveal_open", group.label), msg, now)
+                    out.append(msg)
+        if self.state == "sharing" and self._groups and not any(g.active for g in self._groups.values()):
+            out.extend(self._publish_release(now))
+        return out
+
+    def _open_group(self, group: GroupState, now: float) -> list[Outgoing]:
+        records = group.open_records(self.round_id, self._kx, len(self.config.confidential))
+        self._records[group.label] = records
+        self._resend.cancel(("reveal_open", group.label))
+        message = group.done_message(self.round_id, self.public_key)
+        out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+        self._event("group_opened", group=group.label, run=group.run, records=len(records),
+                    undecryptable=group.undecryptable)
+        return [out]
+
+    def _resolve_blame(self, group: GroupState, now: float) -> list[Outgoing]:
+        result = group.blame(self.round_id)
+        self._event("blame", group=group.label, run=group.run, culprits=len(result.culprits), detail=result.detail)
+        return self._exclude(group, result.culprits, now)
+
+    def _group_timeout(self, group: GroupState, now: float) -> list[Outgoing]:
+        silent = group.silent_members()
+        if not silent:
+            group.deadline = now + self.config.step_timeout
+            return []
+        return self._exclude(group, tuple((m, "silent") for m in silent), now)
+
+    def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        for key, reason in culprits:
+            self._excluded[key] = reason
+            self._event("excluded", group=group.label, reason=reason, sid=topics.sid_of(key))
+        remaining = tuple(m for m in group.members if m not in dict(culprits))
+        group.set_members(remaining, self._index_of)
+        if len(remaining) >= self.config.k:
+            return self._start_run(group, culprits, now)
+        target = merge_target(group, self._groups.values(), self._centroid_of)
+        if target is None:
+            # No group left whose records are still sealed: these members cannot be protected.
+            for key in remaining:
+                self._excluded[key] = "below_k_no_partner"
+            group.dissolve()
+            self._event("dissolved", group=group.label, members=len(remaining))
+            return self._start_run_close(group, culprits + tuple((m, "below_k_no_partner") for m in remaining), now)
+        moved = remaining
+        target.set_members(tuple(sorted(target.members + moved)), self._index_of)
+        group.dissolve()
+        self._event("merged", group=group.label, into=target.label, moved=len(moved))
+        out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now)
+        for key in moved:
+            self._group_of[key] = target.label
+        for key in moved:
+            out.extend(self._send_assign(key, self._index_of(key), now))
+        out.extend(self._start_run(target, (), now))
+        return out
+
+    def _start_run_close(
+        self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float
+    ) -> list[Outgoing]:
+        """Tell a dissolved group's members (final ShuffleStart without them) and stop re-sending for it."""
+        self._resend.cancel(("shuffle_start", group.label))
+        self._resend.cancel(("reveal_open", group.label))
+        message = group.closing_message(self.round_id, self.public_key, excluded, now)
+        return [Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))]
+
+    def _index_of(self, key: bytes) -> int:
+        # Roster order is sorted, so a binary search finds the index.
+        import bisect
+
+        return bisect.bisect_left(self._order, key)
+
+    # ------------------------------------------------------------------ release and audit
+    def _publish_release(self, now: float) -> list[Outgoing]:
+        assert self._tree is not None
+        ids: list[int] = []
+        sizes: list[int] = []
+        blocks: list[np.ndarray] = []
+        for label in sorted(self._records):
+            records = self._records[label]
+            if not records:
+                continue
+            group = self._groups[label]
+            centroid = self._centroid_of(group)
+            conf = np.array(sorted(records), dtype=np.float64)  # sorted: no order information survives
+            block = np.hstack([np.tile(centroid, (conf.shape[0], 1)), conf])
+            blocks.append(block)
+            ids.append(label)
+            sizes.append(conf.shape[0])
+        matrix = np.vstack(blocks) if blocks else np.zeros((0, len(self.config.columns)))
+        self._release_matrix = matrix
+        self._release_sizes = tuple(sizes)
+        release = Release(self.round_id, self.public_key, self.config.columns, tuple(ids), tuple(sizes),
+                          matrix.astype("<f8").tobytes(), self._tree.root)
+        self._release_out = Outgoing(topics.release(self.round_id), self._sign(release), retain=True)
+        self._resend.cancel_where(lambda key: True)
+        self._deadline = now + self.config.audit_window
+        self._event("released", rows=int(matrix.shape[0]), groups=len(ids))
+        self._enter("auditing")
+        return [self._release_out]
+
+    def _on_verdict(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Verdict)
+        if message.sender not in self._registrations:
+            raise RemoteProtocolError("not_registered", "verdict from a subject not in the roster")
+        known = self._verdicts.get(message.sender)
+        if known is not None and known != message:
+            raise RemoteProtocolError("conflicting_verdict", "a second, different verdict")
+        self._verdicts[message.sender] = message
+        ack = VerdictAck(self.round_id, self.public_key, message.sender, digest)
+        out = [Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))]
+        if self.state == "auditing" and self._all_verdicts_in():
+            self._finish(now)
+        return out
+
+    def _all_verdicts_in(self) -> bool:
+        return all(key in self._verdicts for key in self._registrations if key not in self._excluded)
+
+    def _finish(self, now: float) -> None:
+        self._deadline = None
+        self._enter("done")
+        accepted = sum(1 for v in self._verdicts.values() if v.accept)
+        self._event("round_done", verdicts=len(self._verdicts), accepted=accepted)
+
+    def _on_fetch(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Fetch)
+        if message.sender not in self._registrations:
+            raise RemoteProtocolError("not_registered", "fetch from a subject not in the roster")
+        if message.what == "release" and self._release_out is not None:
+            return [Outgoing(topics.inbox(self.round_id, message.sender), self._release_out.payload)]
+        if message.what == "assign" and message.sender in self._assign_msgs:
+            return [self._assign_msgs[message.sender]]
+        raise RemoteProtocolError("early", f"nothing to send for {message.what!r} yet", ignore=True)
+
+    # ------------------------------------------------------------------ results
+    def outcome(self) -> RoundOutcome:
+        verdicts = [
+            {
+                "sid": topics.sid_of(key),
+                "accept": v.accept,
+                "reason": v.reason,
+                "included": v.included,
+                "permutation_distance": v.permutation_distance,
+                "plausible": v.plausible,
+            }
+            for key, v in sorted(self._verdicts.items())
+        ]
+        excluded: list[dict[str, object]] = [
+            {"sid": topics.sid_of(k), "reason": r} for k, r in sorted(self._excluded.items())
+        ]
+        rejections: dict[str, int] = {}
+        for rej in self.rejections:
+            rejections[rej.reason] = rejections.get(rej.reason, 0) + 1
+        empty = np.zeros((0, len(self.config.columns)))
+        matrix = self._release_matrix if self._release_matrix is not None else empty
+        times = dict(self._phase_times)
+        return RoundOutcome(
+            completed=self.state == "done",
+            phase=self.state,
+            columns=self.config.columns,
+            rows=matrix,
+            group_sizes=self._release_sizes,
+            verdicts=verdicts,
+            excluded=excluded,
+            manifest=dict(self.config.manifest()),
+            phase_times=times,
+            registered=len(self._registrations),
+            round_id=self.round_id.hex(),
+            rejections=rejections,
+        )

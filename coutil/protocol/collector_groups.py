@@ -1,0 +1,248 @@
+"""The collector's view of one group's shuffle: runs, deadlines, blame, opening.
+
+A run moves through keys -> submissions -> batches 1..g -> votes -> (all go) reveal -> opened, or
+(any no-go) blame -> a new run without the culprits. The step deadline is pushed back by every new
+valid message of the run; when it passes, `silent_members` names whom the run is waiting for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import crypto
+from coutil.protocol.messages import (
+    Batch,
+    Blame,
+    GroupDone,
+    Message,
+    Reveal,
+    RevealOpen,
+    RunKeys,
+    ShuffleStart,
+    Submit,
+    Vote,
+)
+from coutil.protocol.shuffle import BlameResult, assign_blame, batch_digest, collector_aad, inner_aad
+
+
+@dataclass
+class RunData:
+    keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    submissions: dict[bytes, bytes] = field(default_factory=dict)
+    batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    votes: dict[bytes, Vote] = field(default_factory=dict)
+    reveals: dict[bytes, bytes] = field(default_factory=dict)
+    blames: dict[bytes, Blame] = field(default_factory=dict)
+
+
+@dataclass
+class GroupState:
+    label: int
+    members: tuple[bytes, ...]
+    indices: tuple[int, ...]
+    deadline: float
+    original: bool = True
+    active: bool = True
+    opened: bool = False
+    run: int = -1
+    data: RunData = field(default_factory=RunData)
+    reveal_sent: bool = False
+    undecryptable: int = 0
+
+    # -------------------------------------------------------------- runs
+    def new_run(
+        self, round_id: bytes, sender: bytes, excluded: tuple[tuple[bytes, str], ...], deadline: float
+    ) -> ShuffleStart:
+        self.run += 1
+        self.data = RunData()
+        self.reveal_sent = False
+        self.deadline = deadline
+        return ShuffleStart(round_id, sender, self.label, self.run, self.members, excluded, deadline)
+
+    def closing_message(
+        self, round_id: bytes, sender: bytes, excluded: tuple[tuple[bytes, str], ...], now: float
+    ) -> ShuffleStart:
+        self.run += 1
+        return ShuffleStart(round_id, sender, self.label, self.run, (), excluded, now)
+
+    def set_members(self, members: tuple[bytes, ...], index_of: Callable[[bytes], int]) -> None:
+        self.members = tuple(sorted(members))
+        self.indices = tuple(index_of(m) for m in self.members)
+        self.original = False
+
+    def dissolve(self) -> None:
+        self.active = False
+        self.members = ()
+        self.indices = ()
+
+    # -------------------------------------------------------------- observing messages
+    def observe(self, message: Message, now: float, step_timeout: float) -> None:
+        run_number = getattr(message, "run", None)
+        if run_number is None or getattr(message, "group", None) != self.label:
+            raise RemoteProtocolError("wrong_group", f"{message.TAG} names another group")
+        if not self.active:
+            raise RemoteProtocolError("stale_run", "group already finished", ignore=True)
+        if run_number < self.run:
+            raise RemoteProtocolError("stale_run", f"run {run_number} is over", ignore=True)
+        if run_number > self.run:
+            raise RemoteProtocolError("early", f"run {run_number} not started", ignore=True)
+        if message.sender not in self.members:
+            raise RemoteProtocolError("not_a_member", f"{message.TAG} from outside this run")
+        d = self.data
+        fresh = False
+        if isinstance(message, RunKeys):
+            fresh = _store(d.keys, message.sender, (message.outer_kx, message.inner_kx))
+        elif isinstance(message, Submit):
+            fresh = _store(d.submissions, message.sender, message.onion)
+        elif isinstance(message, Batch):
+            g = len(self.members)
+            if not 1 <= message.step <= g or self.members[message.step - 1] != message.sender:
+                raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
+            if len(message.items) != g:
+                raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
+            fresh = _store(d.batches, message.step, message.items)
+        elif isinstance(message, Vote):
+            fresh = _store(d.votes, message.sender, message)
+        elif isinstance(message, Reveal):
+            keys = d.keys.get(message.sender)
+            try:
+                public = crypto.KxKey.from_secret(message.inner_secret).public
+            except (ValueError, crypto.CryptoError):
+                raise RemoteProtocolError("bad_reveal", "inner secret is not a key") from None
+            if keys is not None and public != keys[1]:
+                raise RemoteProtocolError("bad_reveal", "inner secret does not match the published key")
+            if not self.ready:
+                raise RemoteProtocolError("early", "reveal before every member voted go", ignore=True)
+            fresh = _store(d.reveals, message.sender, message.inner_secret)
+        elif isinstance(message, Blame):
+            fresh = _store(d.blames, message.sender, message)
+        else:  # pragma: no cover - the transition table routes only the types above here
+            raise RemoteProtocolError("unexpected", message.TAG, ignore=True)
+        if fresh:
+            self.deadline = now + step_timeout
+
+    def all_keys(self) -> bool:
+        return len(self.data.keys) == len(self.members)
+
+    @property
+    def final_batch(self) -> tuple[bytes, ...] | None:
+        return self.data.batches.get(len(self.members))
+
+    @property
+    def no_go(self) -> bool:
+        return any(not v.go for v in self.data.votes.values())
+
+    @property
+    def ready(self) -> bool:
+        """Every member voted go on the final batch the collector holds."""
+        final = self.final_batch
+        if final is None or len(self.data.votes) != len(self.members) or self.no_go:
+            return False
+        digest = batch_digest(final)
+        return all(v.final_digest == digest for v in self.data.votes.values())
+
+    def blame_complete(self) -> bool:
+        return self.no_go and len(self.data.blames) == len(self.members)
+
+    def reveals_complete(self) -> bool:
+        return self.ready and self.reveal_sent and len(self.data.reveals) == len(self.members)
+
+    def silent_members(self) -> list[bytes]:
+        """Whom the run is waiting for at its deadline."""
+        d = self.data
+        members = self.members
+        if self.no_go:
+            return [m for m in members if m not in d.blames]
+        if self.ready:
+            return [m for m in members if m not in d.reveals] if self.reveal_sent else []
+        if self.final_batch is not None:
+            return [m for m in members if m not in d.votes]
+        if len(d.keys) < len(members):
+            return [m for m in members if m not in d.keys]
+        last_step = max(d.batches, default=0)
+        if last_step == 0 and len(d.submissions) < len(members):
+            return [m for m in members if m not in d.submissions]
+        return [members[last_step]] if last_step < len(members) else []
+
+    # -------------------------------------------------------------- outcomes
+    def reveal_open_message(self, round_id: bytes, sender: bytes) -> RevealOpen:
+        final = self.final_batch
+        assert final is not None
+        self.reveal_sent = True
+        return RevealOpen(round_id, sender, self.label, self.run, batch_digest(final))
+
+    def done_message(self, round_id: bytes, sender: bytes) -> GroupDone:
+        return GroupDone(round_id, sender, self.label, self.run)
+
+    def open_records(self, round_id: bytes, collector_kx: crypto.KxKey, width: int) -> list[tuple[float, ...]]:
+        """Open every item of the final batch: inner sealing with all revealed secrets, then our layer."""
+        final = self.final_batch
+        assert final is not None
+        secrets = [self.data.reveals[m] for m in self.members]
+        records: list[tuple[float, ...]] = []
+        aad_inner = inner_aad(round_id, self.label, self.run)
+        aad_record = collector_aad(round_id)
+        for item in final:
+            try:
+                innermost = crypto.open_with_all(secrets, item, aad_inner)
+                records.append(crypto.decode_record(crypto.open_sealed(collector_kx, innermost, aad_record), width))
+            except (crypto.CryptoError, ValueError):
+                # Cannot be attributed without breaking unlinkability: counted and left out.
+                self.undecryptable += 1
+        self.opened = True
+        self.active = False
+        return records
+
+    def blame(self, round_id: bytes) -> BlameResult:
+        d = self.data
+        voters = [m for m, v in d.votes.items() if not v.go]
+        if len(d.submissions) < len(self.members) or len(d.keys) < len(self.members):
+            # The collector lacks some of the run's messages (lost): the no-go voters are excluded.
+            return BlameResult(tuple((m, "blame_inconclusive") for m in voters), "incomplete transcript")
+        return assign_blame(
+            self.members,
+            {m: k[0] for m, k in d.keys.items()},
+            d.submissions,
+            d.batches,
+            {m: b.outer_secret for m, b in d.blames.items()},
+            {m: b.permutation for m, b in d.blames.items()},
+            voters,
+            round_id=round_id,
+            group=self.label,
+            run=self.run,
+        )
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _store(store: dict[K, V], key: K, value: V) -> bool:
+    """Store a first message; a duplicate is ignored, a different second one is equivocation."""
+    if key in store:
+        if store[key] != value:
+            raise RemoteProtocolError("equivocation", "two different messages for one slot")
+        raise RemoteProtocolError("duplicate", "already received", ignore=True)
+    store[key] = value
+    return True
+
+
+def merge_target(
+    group: GroupState, groups: Iterable[GroupState], centroid_of: Callable[[GroupState], np.ndarray]
+) -> GroupState | None:
+    """The nearest other group (by QI centroid) whose records are still sealed."""
+    here = centroid_of(group)
+    best: GroupState | None = None
+    best_distance = float("inf")
+    for other in groups:
+        if other is group or not other.active or other.opened or not other.members:
+            continue
+        distance = float(np.sum((centroid_of(other) - here) ** 2))
+        if distance < best_distance or (distance == best_distance and best is not None and other.label < best.label):
+            best, best_distance = other, distance
+    return best

@@ -1,0 +1,151 @@
+"""Protocol parameters: one validated, frozen dataclass; TOML files load into it.
+
+A TOML file has a ``[round]`` table whose keys are the field names below, e.g.::
+
+    [round]
+    qi = ["age", "height_cm"]
+    confidential = ["income"]
+    k = 5
+    step_timeout = 20.0
+
+Unknown keys and out-of-range values are `InputError`s (exit code 2 in the CLI).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from coutil.errors import InputError
+
+#: Hard caps that keep a single round within what one collector can hold.
+MAX_ATTRIBUTES = 64
+MAX_K = 1000
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """Parameters of one protocol round (everything in it is published in the manifest)."""
+
+    #: Quasi-identifier attribute names (microaggregated; the collector sees them).
+    qi: tuple[str, ...]
+    #: Confidential attribute names (shared only through the group shuffle).
+    confidential: tuple[str, ...]
+    #: Minimum group size (k-anonymity of the release).
+    k: int = 5
+    #: Seconds after the announce during which registrations are accepted.
+    register_window: float = 30.0
+    #: Seconds a group may take for one step of its shuffle before silent members are excluded.
+    step_timeout: float = 20.0
+    #: First re-send interval for unacknowledged messages (doubles up to 8x).
+    retry_interval: float = 2.0
+    #: Seconds after the release during which verdicts are collected.
+    audit_window: float = 60.0
+    #: The collector's promise: every subject's permutation distance is at least this.
+    min_permutation_distance: int = 0
+    #: Random records a subject draws to judge whether her match is plausible as a random one.
+    random_records: int = 1000
+    #: Significance level of that plausibility test.
+    alpha: float = 0.05
+    #: Largest accepted encoded message (the release is the largest).
+    max_message_bytes: int = 64 * 2**20
+    #: Close registration as soon as this many subjects registered (0: wait for the whole window).
+    expected_subjects: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "qi", tuple(self.qi))
+        object.__setattr__(self, "confidential", tuple(self.confidential))
+        names = self.qi + self.confidential
+        if not self.qi:
+            raise InputError("round config: at least one QI attribute is required (qi)")
+        if not self.confidential:
+            raise InputError("round config: at least one confidential attribute is required (confidential)")
+        if len(names) > MAX_ATTRIBUTES:
+            raise InputError(f"round config: at most {MAX_ATTRIBUTES} attributes in all")
+        if len(set(names)) != len(names):
+            raise InputError("round config: an attribute is listed twice (qi, confidential disjoint)")
+        for name in names:
+            if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable():
+                raise InputError(f"round config: bad attribute name {name!r}")
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or not 1 <= self.k <= MAX_K:
+            raise InputError(f"round config: k must be an integer in [1, {MAX_K}], got {self.k!r}")
+        for name in ("register_window", "step_timeout", "retry_interval", "audit_window"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or value <= 0:
+                raise InputError(f"round config: {name} must be a positive number of seconds, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.retry_interval > self.step_timeout:
+            raise InputError("round config: retry_interval must not exceed step_timeout")
+        if not isinstance(self.min_permutation_distance, int) or self.min_permutation_distance < 0:
+            raise InputError("round config: min_permutation_distance must be a non-negative integer")
+        if not isinstance(self.random_records, int) or not 0 <= self.random_records <= 10**7:
+            raise InputError("round config: random_records must be an integer in [0, 10^7]")
+        if not isinstance(self.alpha, (int, float)) or not 0.0 < float(self.alpha) < 1.0:
+            raise InputError("round config: alpha must be in (0, 1)")
+        object.__setattr__(self, "alpha", float(self.alpha))
+        if not isinstance(self.expected_subjects, int) or self.expected_subjects < 0:
+            raise InputError("round config: expected_subjects must be a non-negative integer")
+        if not isinstance(self.max_message_bytes, int) or not 2**16 <= self.max_message_bytes <= 2**30:
+            raise InputError("round config: max_message_bytes must be in [65536, 2^30]")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Release columns: QIs then confidential attributes."""
+        return self.qi + self.confidential
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RoundConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(
+                f"round config: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+            )
+        for key in ("qi", "confidential"):
+            if key not in data:
+                raise InputError(f"round config: missing required key {key!r}")
+            value = data[key]
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if not isinstance(value, (list, tuple)):
+                raise InputError(f"round config: {key} must be a list of attribute names")
+        args = dict(data)
+        for key in ("qi", "confidential"):
+            value = args[key]
+            args[key] = tuple(v.strip() for v in value.split(",")) if isinstance(value, str) else tuple(value)
+        try:
+            return cls(**args)
+        except TypeError as exc:
+            raise InputError(f"round config: {exc}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> RoundConfig:
+        p = Path(path)
+        try:
+            with p.open("rb") as handle:
+                doc = tomllib.load(handle)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such config file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"{path}: invalid TOML ({exc})") from None
+        table = doc.get("round")
+        if not isinstance(table, dict):
+            raise InputError(f"{path}: a [round] table is required")
+        try:
+            return cls.from_mapping(table)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
+
+    def manifest(self) -> tuple[tuple[str, str], ...]:
+        """The transparency manifest entries (Definition 4 of paper 002: all parameters, no seeds)."""
+        entries = [("method", "mdav"), ("protocol", "coutil/v1")]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            text = ",".join(value) if isinstance(value, tuple) else repr(value)
+            entries.append((f.name, text))
+        return tuple(entries)

@@ -1,0 +1,90 @@
+"""The roster's Merkle tree (protocol/SPEC.md §8.3): an RFC 6962 Merkle hash tree.
+
+Leaf hash = SHA-256(0x00 || leaf), node hash = SHA-256(0x01 || left || right), the left subtree
+holding the largest power of two below the size. Built bottom-up, that tree is exactly the one
+obtained by pairing each level's nodes left to right and promoting an unpaired last node unchanged
+to the next level; this module stores those levels so every audit path costs O(log n).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+
+HASH_BYTES = 32
+
+
+def leaf_hash(leaf: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + leaf).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def roster_leaf(public_key: bytes, qi: Sequence[float]) -> bytes:
+    """A roster entry: the subject's key followed by her QI values as little-endian float64."""
+    return bytes(public_key) + struct.pack(f"<{len(qi)}d", *qi)
+
+
+class MerkleTree:
+    """An RFC 6962 tree over ``leaves`` (raw leaf bytes, in roster order)."""
+
+    def __init__(self, leaves: Sequence[bytes]) -> None:
+        level = [leaf_hash(leaf) for leaf in leaves]
+        self._levels: list[list[bytes]] = [level]
+        while len(level) > 1:
+            paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                paired.append(level[-1])  # an unpaired last node moves up unchanged
+            level = paired
+            self._levels.append(level)
+
+    @property
+    def size(self) -> int:
+        return len(self._levels[0])
+
+    @property
+    def root(self) -> bytes:
+        """The tree head; RFC 6962 defines the empty tree's as SHA-256 of the empty string."""
+        if not self._levels[0]:
+            return hashlib.sha256(b"").digest()
+        return self._levels[-1][0]
+
+    def proof(self, index: int) -> tuple[bytes, ...]:
+        """The audit path of leaf ``index``: sibling hashes from the leaf's level upwards."""
+        if not 0 <= index < self.size:
+            raise IndexError(f"leaf index {index} outside a tree of {self.size} leaves")
+        path: list[bytes] = []
+        for level in self._levels[:-1]:
+            sibling = index ^ 1
+            if sibling < len(level):
+                path.append(level[sibling])
+            index //= 2
+        return tuple(path)
+
+
+def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
+    """True when ``proof`` shows that ``leaf`` (raw bytes) is leaf ``index`` of the tree of ``size`` with ``root``.
+
+    Walks the same levels as `MerkleTree`: at each level a node either has a sibling (one proof
+    element consumed) or is the unpaired last node (promoted, nothing consumed). Never raises.
+    """
+    if not (isinstance(index, int) and isinstance(size, int) and 0 <= index < size):
+        return False
+    current = leaf_hash(leaf)
+    position = 0
+    width = size
+    while width > 1:
+        if index % 2 == 1 or index + 1 < width:
+            if position >= len(proof):
+                return False
+            sibling = proof[position]
+            if not isinstance(sibling, bytes) or len(sibling) != HASH_BYTES:
+                return False
+            position += 1
+            current = node_hash(sibling, current) if index % 2 == 1 else node_hash(current, sibling)
+        index //= 2
+        width = (width + 1) // 2
+    return position == len(proof) and current == root

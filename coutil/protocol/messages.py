@@ -1,0 +1,322 @@
+"""Wire messages: a closed tagged union of frozen dataclasses.
+
+Every message travels inside a signed envelope (see `coutil.protocol.codec`): the envelope's
+payload is the msgpack encoding of ``[tag, round_id, sender, *fields]``, signed with the sender's
+Ed25519 key over the exact payload bytes. The tag of each class is its ``TAG``; the fields are
+encoded in declaration order. Byte fields are raw bytes, floats are IEEE doubles, lists are lists.
+
+Field conventions: ``round_id`` 16 bytes; public keys 32 bytes; digests 32 bytes (SHA-256);
+``group`` is the group number (int >= 0); ``run`` the shuffle run number of that group (int >= 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+
+@dataclass(frozen=True)
+class RoundParams:
+    """Everything a subject must know to take part; part of the signed announce (the manifest)."""
+
+    qi_names: tuple[str, ...]
+    confidential_names: tuple[str, ...]
+    k: int
+    method: str  # "mdav"
+    #: Absolute deadlines (seconds on the collector's clock, shared virtual or wall time).
+    register_deadline: float
+    #: Per-step timeout of the shuffle and audit phases (seconds).
+    step_timeout: float
+    audit_deadline_after_release: float
+    #: Collector's X25519 public key for the innermost encryption layer (round-specific).
+    collector_kx: bytes
+    #: Audit thresholds the collector promises (a subject may apply stricter ones of her own).
+    min_permutation_distance: int
+    #: Transparency manifest (Definition 4 of paper 002): every parameter except random seeds.
+    manifest: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Announce:
+    """Collector -> all (retained). Opens a round."""
+
+    TAG: ClassVar[str] = "announce"
+    round_id: bytes
+    sender: bytes  # collector's long-term Ed25519 public key
+    params: RoundParams
+
+
+@dataclass(frozen=True)
+class Register:
+    """Subject -> collector. Her fresh per-round key (the sender) and her QI values."""
+
+    TAG: ClassVar[str] = "register"
+    round_id: bytes
+    sender: bytes
+    qi: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RegisterAck:
+    """Collector -> subject inbox. Confirms the registration with the digest of its payload."""
+
+    TAG: ClassVar[str] = "register_ack"
+    round_id: bytes
+    sender: bytes
+    subject: bytes
+    register_digest: bytes
+
+
+@dataclass(frozen=True)
+class Roster:
+    """Collector -> all (retained). The agreed roster: Merkle root over the sorted leaves."""
+
+    TAG: ClassVar[str] = "roster"
+    round_id: bytes
+    sender: bytes
+    n: int
+    merkle_root: bytes
+    n_groups: int
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Collector -> subject inbox. Her roster leaf with its inclusion proof, and her group."""
+
+    TAG: ClassVar[str] = "assign"
+    round_id: bytes
+    sender: bytes
+    subject: bytes
+    leaf_index: int
+    proof: tuple[bytes, ...]
+    merkle_root: bytes
+    group: int
+    #: Group members' per-round Ed25519 keys in mixing order (sorted by key).
+    members: tuple[bytes, ...]
+    centroid: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ShuffleStart:
+    """Collector -> group. Starts run ``run`` of the group's shuffle with these members.
+
+    ``excluded`` lists members dropped since the previous run with a reason code each
+    (``silent``, ``blamed_tamper``, ``blamed_false_complaint``, ``blamed_malformed``, ``merged``).
+    """
+
+    TAG: ClassVar[str] = "shuffle_start"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    members: tuple[bytes, ...]
+    excluded: tuple[tuple[bytes, str], ...]
+    deadline: float
+
+
+@dataclass(frozen=True)
+class RunKeys:
+    """Member -> group. Fresh X25519 keys for this run: outer (mixing layer) and inner (sealing layer)."""
+
+    TAG: ClassVar[str] = "run_keys"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    outer_kx: bytes
+    inner_kx: bytes
+
+
+@dataclass(frozen=True)
+class Submit:
+    """Member -> group. Her onion: inner sealing of her collector-encrypted record, then outer layers."""
+
+    TAG: ClassVar[str] = "submit"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    onion: bytes
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Mixer ``step`` (1-based position in the mixing order) -> group: peeled and permuted items."""
+
+    TAG: ClassVar[str] = "batch"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    step: int
+    items: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Vote:
+    """Member -> group. Go when her inner ciphertext is in the final batch, no-go otherwise."""
+
+    TAG: ClassVar[str] = "vote"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    go: bool
+    final_digest: bytes
+
+
+@dataclass(frozen=True)
+class RevealOpen:
+    """Collector -> group. Every group has voted go: members may now release their inner keys."""
+
+    TAG: ClassVar[str] = "reveal_open"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    final_digest: bytes
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """Member -> group. Her inner private key of this run, after all go votes and reveal_open."""
+
+    TAG: ClassVar[str] = "reveal"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    inner_secret: bytes
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Member -> group after a no-go: her outer private key and permutation (never the inner key)."""
+
+    TAG: ClassVar[str] = "blame"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+    outer_secret: bytes
+    #: For a mixer: output position p holds the peel of input position permutation[p]. Empty if not a mixer.
+    permutation: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GroupDone:
+    """Collector -> group. The group's records were opened; members may stop re-sending."""
+
+    TAG: ClassVar[str] = "group_done"
+    round_id: bytes
+    sender: bytes
+    group: int
+    run: int
+
+
+@dataclass(frozen=True)
+class Release:
+    """Collector -> all (retained). The anonymized release and its manifest.
+
+    ``rows`` is the little-endian float64 matrix (n_rows x (len(qi)+len(confidential))) as bytes:
+    QI columns (group centroids) then confidential columns; ``group_ids`` lists the groups in row
+    order and ``group_sizes`` the number of consecutive rows of each.
+    """
+
+    TAG: ClassVar[str] = "release"
+    round_id: bytes
+    sender: bytes
+    columns: tuple[str, ...]
+    group_ids: tuple[int, ...]
+    group_sizes: tuple[int, ...]
+    rows: bytes
+    merkle_root: bytes
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Subject -> collector: please re-send what I am missing (``what`` = "release" or "assign")."""
+
+    TAG: ClassVar[str] = "fetch"
+    round_id: bytes
+    sender: bytes
+    what: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Subject -> collector. Her audit verdict. Never carries confidential values or v."""
+
+    TAG: ClassVar[str] = "verdict"
+    round_id: bytes
+    sender: bytes
+    accept: bool
+    reason: str
+    included: bool
+    permutation_distance: int
+    plausible: bool
+
+
+@dataclass(frozen=True)
+class VerdictAck:
+    """Collector -> subject inbox: the verdict is recorded."""
+
+    TAG: ClassVar[str] = "verdict_ack"
+    round_id: bytes
+    sender: bytes
+    subject: bytes
+    verdict_digest: bytes
+
+
+Message: TypeAlias = (
+    Announce
+    | Register
+    | RegisterAck
+    | Roster
+    | Assign
+    | ShuffleStart
+    | RunKeys
+    | Submit
+    | Batch
+    | Vote
+    | RevealOpen
+    | Reveal
+    | Blame
+    | GroupDone
+    | Release
+    | Fetch
+    | Verdict
+    | VerdictAck
+)
+
+#: The closed union, by tag.
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.TAG: cls
+    for cls in (
+        Announce,
+        Register,
+        RegisterAck,
+        Roster,
+        Assign,
+        ShuffleStart,
+        RunKeys,
+        Submit,
+        Batch,
+        Vote,
+        RevealOpen,
+        Reveal,
+        Blame,
+        GroupDone,
+        Release,
+        Fetch,
+        Verdict,
+        VerdictAck,
+    )
+}
+
+#: Messages only the collector may send; all others are sent by subjects.
+COLLECTOR_TAGS = frozenset(
+    {"announce", "register_ack", "roster", "assign", "shuffle_start", "reveal_open", "group_done", "release",
+     "verdict_ack"}
+)
+

@@ -1,0 +1,141 @@
+"""What every sans-IO protocol node exposes to its driver, and what it hands back.
+
+A driver (the in-memory bus in `coutil.net.memory`, the MQTT driver in `coutil.net.mqtt`) owns
+the clock and the transport. It calls `start`, `receive` and `on_timer` with ``now`` and publishes
+the returned `Outgoing` messages; it asks `subscriptions()` after every call and (un)subscribes to
+match; it calls `on_timer` when ``now >= next_timer()``; it drains `events()`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message to publish: exact payload bytes on a topic (grammar in protocol/SPEC.md)."""
+
+    topic: str
+    payload: bytes
+    retain: bool = False
+    qos: int = 1
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A received payload that was rejected (malformed/malicious) or ignored (stale/duplicate/early)."""
+
+    at: float
+    topic: str
+    reason: str
+    detail: str
+    ignored: bool
+    sender: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something a node reports to its driver/application (logged to the JSONL trace).
+
+    ``kind`` is a stable code; ``data`` holds only non-confidential values (ints, strings, floats
+    that are not confidential attribute values).
+    """
+
+    at: float
+    kind: str
+    data: tuple[tuple[str, object], ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {"at": self.at, "event": self.kind, **dict(self.data)}
+
+
+class RandomSource(Protocol):
+    """Injected randomness: cryptographic in deployment, seeded in simulations."""
+
+    def bytes(self, n: int) -> bytes: ...
+
+    def below(self, bound: int) -> int: ...
+
+
+class SeededRandom:
+    """Deterministic random source for simulations and tests: HMAC-SHA256 in counter mode.
+
+    Not for deployment (its output is reproducible from the seed by design).
+    """
+
+    def __init__(self, seed: bytes | int | str) -> None:
+        if isinstance(seed, int):
+            seed = seed.to_bytes(16, "big", signed=True)
+        elif isinstance(seed, str):
+            seed = seed.encode()
+        self._key = hashlib.sha256(b"coutil-seeded-random" + seed).digest()
+        self._counter = 0
+        self._buffer = b""
+
+    def bytes(self, n: int) -> bytes:
+        while len(self._buffer) < n:
+            block = hmac.new(self._key, self._counter.to_bytes(8, "big"), hashlib.sha256).digest()
+            self._counter += 1
+            self._buffer += block
+        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        return out
+
+    def below(self, bound: int) -> int:
+        if bound <= 0:
+            raise ValueError("bound must be positive")
+        # Rejection sampling avoids modulo bias.
+        nbytes = (bound.bit_length() + 7) // 8 + 1
+        limit = (256**nbytes // bound) * bound
+        while True:
+            value = int.from_bytes(self.bytes(nbytes), "big")
+            if value < limit:
+                return value % bound
+
+    def fork(self, label: str) -> SeededRandom:
+        """An independent stream for a sub-component (e.g. one per simulated node)."""
+        return SeededRandom(self._key + label.encode())
+
+
+class SystemRandom:
+    """Cryptographic randomness from the operating system (deployment default)."""
+
+    def bytes(self, n: int) -> bytes:
+        import os
+
+        return os.urandom(n)
+
+    def below(self, bound: int) -> int:
+        import secrets
+
+        return secrets.randbelow(bound)
+
+
+def shuffle_in_place(items: list[T], rng: RandomSource) -> None:
+    """Fisher-Yates shuffle driven by the injected random source."""
+    for i in range(len(items) - 1, 0, -1):
+        j = rng.below(i + 1)
+        items[i], items[j] = items[j], items[i]
+
+
+class Node(Protocol):
+    """The interface every protocol node (collector, subject) implements."""
+
+    def subscriptions(self) -> frozenset[str]: ...
+
+    def start(self, now: float) -> list[Outgoing]: ...
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]: ...
+
+    def on_timer(self, now: float) -> list[Outgoing]: ...
+
+    def next_timer(self) -> float | None: ...
+
+    def drain_events(self) -> list[Event]: ...
+
+    @property
+    def finished(self) -> bool: ...

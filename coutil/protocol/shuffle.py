@@ -1,0 +1,118 @@
+"""Group shuffle helpers shared by the collector and the subjects.
+
+Associated data binds every encryption layer to its round, group, run and mixing step, so a
+ciphertext cannot be replayed into another group or run. The blame procedure re-executes a failed
+run from the revealed outer secrets and permutations (inner secrets stay hidden, so nothing a
+member submitted can be opened) and names who deviated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from coutil.protocol import crypto
+
+
+def collector_aad(round_id: bytes) -> bytes:
+    return b"coutil/v1 record " + round_id
+
+
+def inner_aad(round_id: bytes, group: int, run: int) -> bytes:
+    return b"coutil/v1 inner " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big")
+
+
+def outer_aad(round_id: bytes, group: int, run: int, step: int) -> bytes:
+    return (
+        b"coutil/v1 outer " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big") + step.to_bytes(4, "big")
+    )
+
+
+def batch_digest(items: Sequence[bytes]) -> bytes:
+    """Digest of a batch: SHA-256 over the length-prefixed items in order."""
+    h = hashlib.sha256(b"coutil/v1 batch")
+    for item in items:
+        h.update(len(item).to_bytes(4, "big"))
+        h.update(item)
+    return h.digest()
+
+
+def is_permutation(perm: Sequence[int], size: int) -> bool:
+    return len(perm) == size and sorted(perm) == list(range(size))
+
+
+@dataclass(frozen=True)
+class BlameResult:
+    """Who deviated in a failed run, and how (reason codes from protocol/SPEC.md)."""
+
+    culprits: tuple[tuple[bytes, str], ...]
+    detail: str
+
+
+def assign_blame(
+    members: Sequence[bytes],
+    outer_publics: Mapping[bytes, bytes],
+    submissions: Mapping[bytes, bytes],
+    batches: Mapping[int, Sequence[bytes]],
+    outer_secrets: Mapping[bytes, bytes],
+    permutations: Mapping[bytes, Sequence[int]],
+    no_go_voters: Sequence[bytes],
+    *,
+    round_id: bytes,
+    group: int,
+    run: int,
+) -> BlameResult:
+    """Re-execute the run from revealed secrets and find the first deviation.
+
+    Order of checks: a revealed secret that does not match its published key; then, mixer by
+    mixer, an input item that does not peel (its submitter built a malformed onion) or an output
+    batch that differs from peel-and-permute of the input (the mixer tampered). If every step is
+    consistent, the members who voted no-go complained falsely.
+    """
+    g = len(members)
+    keys: dict[bytes, crypto.KxKey] = {}
+    bad: list[tuple[bytes, str]] = []
+    for member in members:
+        secret = outer_secrets.get(member)
+        if secret is None:
+            bad.append((member, "silent"))
+            continue
+        try:
+            key = crypto.KxKey.from_secret(secret)
+        except (ValueError, crypto.CryptoError):
+            bad.append((member, "blamed_tamper"))
+            continue
+        if key.public != outer_publics.get(member):
+            bad.append((member, "blamed_tamper"))
+            continue
+        keys[member] = key
+    if bad:
+        return BlameResult(tuple(bad), "missing or wrong revealed outer secrets")
+    # origin[p] = index (in member order) of the submitter whose item sits at position p.
+    items = [submissions[m] for m in members]
+    origin = list(range(g))
+    for step in range(1, g + 1):
+        mixer = members[step - 1]
+        perm = list(permutations.get(mixer, ()))
+        aad = outer_aad(round_id, group, run, step)
+        peeled: list[bytes] = []
+        for position, item in enumerate(items):
+            try:
+                peeled.append(crypto.peel(keys[mixer], item, aad))
+            except crypto.CryptoError:
+                submitter = members[origin[position]]
+                return BlameResult(((submitter, "blamed_malformed"),), f"item undecryptable at step {step}")
+        published = batches.get(step)
+        if not is_permutation(perm, g):
+            return BlameResult(((mixer, "blamed_tamper"),), f"step {step}: revealed permutation invalid")
+        expected = [peeled[perm[p]] for p in range(g)]
+        if published is None:
+            # The mixer withheld its batch although every item peels: a false complaint by it.
+            return BlameResult(((mixer, "blamed_false_complaint"),), f"step {step}: batch withheld")
+        if list(published) != expected:
+            return BlameResult(((mixer, "blamed_tamper"),), f"step {step}: batch is not a permutation of peels")
+        items = expected
+        origin = [origin[perm[p]] for p in range(g)]
+    culprits = tuple((voter, "blamed_false_complaint") for voter in no_go_voters)
+    return BlameResult(culprits, "every step consistent: no-go votes were false")

@@ -1,0 +1,593 @@
+"""The subject's state machine (sans-IO).
+
+A subject holds her own record (QIs and confidential values) and a fresh per-round identity. She
+registers her QIs, checks her roster entry and group, takes part in her group's accountable
+shuffle, audits the release and publishes a signed verdict. Top-level states and the messages each
+accepts are listed in `TRANSITIONS` (protocol/SPEC.md draws them); the shuffle run's sub-steps are
+tracked in `_Run`. Any message not accepted in the current state is recorded as ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, crypto, merkle, topics
+from coutil.protocol.messages import (
+    COLLECTOR_TAGS,
+    Announce,
+    Assign,
+    Batch,
+    Blame,
+    Fetch,
+    GroupDone,
+    Message,
+    Register,
+    RegisterAck,
+    Release,
+    Reveal,
+    RevealOpen,
+    Roster,
+    RoundParams,
+    RunKeys,
+    ShuffleStart,
+    Submit,
+    Verdict,
+    VerdictAck,
+    Vote,
+)
+from coutil.protocol.node import Event, Outgoing, RandomSource, Rejection, shuffle_in_place
+from coutil.protocol.retry import Resender
+from coutil.protocol.shuffle import batch_digest, collector_aad, inner_aad, outer_aad
+from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict, audit_release
+
+#: Payloads above this size are decoded through the shared cache.
+LARGE_PAYLOAD = 64 * 1024
+
+#: state -> message tag -> handler name. Anything else is recorded as ignored ("unexpected").
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "await_announce": {"announce": "_on_announce"},
+    "registering": {
+        "register_ack": "_on_register_ack",
+        "roster": "_on_roster",
+        "assign": "_on_assign",
+    },
+    "registered": {"roster": "_on_roster", "assign": "_on_assign"},
+    "sharing": {
+        "roster": "_on_roster",
+        "assign": "_on_assign",
+        "shuffle_start": "_on_shuffle_start",
+        "run_keys": "_on_run_keys",
+        "submit": "_on_submit",
+        "batch": "_on_batch",
+        "vote": "_on_vote",
+        "reveal_open": "_on_reveal_open",
+        "reveal": "_on_reveal",
+        "blame": "_on_blame",
+        "group_done": "_on_group_done",
+        "release": "_on_release",
+    },
+    "await_release": {"release": "_on_release", "group_done": "_on_group_done"},
+    "verdict_sent": {"verdict_ack": "_on_verdict_ack"},
+    "done": {},
+    "excluded": {"release": "_on_release_excluded"},
+    "incompatible": {},
+}
+
+#: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
+STATE_EDGES: dict[str, tuple[str, ...]] = {
+    "await_announce": ("registering", "incompatible"),
+    "registering": ("registered", "sharing"),
+    "registered": ("sharing",),
+    "sharing": ("await_release", "verdict_sent", "excluded"),
+    "await_release": ("verdict_sent",),
+    "verdict_sent": ("done",),
+    "excluded": ("done",),
+    "done": (),
+    "incompatible": (),
+}
+
+
+@dataclass
+class _Run:
+    """One shuffle run of the subject's group, as she sees it."""
+
+    number: int
+    members: tuple[bytes, ...]
+    outer: crypto.KxKey
+    inner: crypto.KxKey
+    keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)  # member -> (outer, inner)
+    submissions: dict[bytes, bytes] = field(default_factory=dict)
+    batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    votes: dict[bytes, Vote] = field(default_factory=dict)
+    my_sealed: bytes | None = None
+    my_permutation: tuple[int, ...] = ()
+    my_vote: bool | None = None
+    final_digest: bytes | None = None
+    reveal_open: bool = False
+    revealed: bool = False
+    blamed: bool = False
+
+
+class SubjectNode:
+    """One subject taking part in one round. Implements `coutil.protocol.node.Node`."""
+
+    def __init__(
+        self,
+        *,
+        collector_key: bytes,
+        qi: Sequence[float],
+        confidential: Sequence[float],
+        rng: RandomSource,
+        caches: SharedCaches | None = None,
+        limits: codec.Limits | None = None,
+        retry_interval: float = 2.0,
+    ) -> None:
+        self._collector_key = bytes(collector_key)
+        self._qi = tuple(float(v) for v in qi)
+        self._confidential = tuple(float(v) for v in confidential)
+        self._rng = rng
+        self._caches = caches if caches is not None else SharedCaches()
+        self._limits = limits if limits is not None else codec.Limits()
+        self._identity = crypto.SigningKey.generate(rng)
+        self.public_key = self._identity.public
+        self.sid = topics.sid_of(self.public_key)
+        #: MQTT client id: the sid, so a broker ACL can confine her to her own topics.
+        self.client_id = self.sid
+        self.state = "await_announce"
+        self.status = self.state
+        self.rejections: list[Rejection] = []
+        self.verdict: Verdict | None = None
+        self.audit: SubjectVerdict | None = None
+        self._events: list[Event] = []
+        self._resend = Resender(retry_interval)
+        self._round_id: bytes | None = None
+        self._params: RoundParams | None = None
+        self._register_digest: bytes | None = None
+        self._roster_root: bytes | None = None
+        self._roster_size: int | None = None
+        self._group: int | None = None
+        self._members: tuple[bytes, ...] = ()
+        self._run: _Run | None = None
+        self._verdict_digest: bytes | None = None
+        self._release_wait_until: float | None = None
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ Node interface
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "incompatible")
+
+    def subscriptions(self) -> frozenset[str]:
+        subs = {topics.ANNOUNCE}
+        if self._round_id is not None and self.state != "done":
+            rid = self._round_id
+            subs.update({topics.inbox(rid, self.public_key), topics.roster(rid), topics.release(rid)})
+            if self._group is not None and self.state == "sharing":
+                subs.add(topics.group_control(rid, self._group))
+                for member in self._members:
+                    if member != self.public_key:
+                        subs.add(topics.subject_group(rid, member))
+        return frozenset(subs)
+
+    def start(self, now: float) -> list[Outgoing]:
+        self._now = now
+        return []
+
+    def next_timer(self) -> float | None:
+        candidates = [t for t in (self._resend.next_due(), self._release_wait_until) if t is not None]
+        return min(candidates) if candidates else None
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        self._now = now
+        out = self._resend.due(now)
+        if self._release_wait_until is not None and now >= self._release_wait_until:
+            # The release (retained) did not arrive: ask the collector for it, and keep asking.
+            self._release_wait_until = None
+            out.extend(self._send_fetch("release", now))
+        return out
+
+    def drain_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        self._now = now
+        try:
+            # Large payloads (the release) are memoized: in a simulation every subject receives the
+            # same bytes object, and decoding/verifying it is a pure function of those bytes.
+            if len(payload) > LARGE_PAYLOAD:
+                decoded = self._caches.decode(payload, self._limits)
+            else:
+                decoded = codec.decode(payload, self._limits)
+            message = decoded.message
+            handler_name = TRANSITIONS[self.state].get(message.TAG)
+            if handler_name is None:
+                raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
+            self._check_origin(message, topic)
+            handler: Callable[[Message, bytes, float], list[Outgoing]] = getattr(self, handler_name)
+            return handler(message, decoded.digest, now)
+        except RemoteProtocolError as exc:
+            sender = None
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender))
+            return []
+
+    # ------------------------------------------------------------------ helpers
+    def _event(self, kind: str, **data: object) -> None:
+        self._events.append(Event(self._now, kind, tuple(data.items())))
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.status = state
+            self._event("state", state=state, sid=self.sid)
+
+    def _check_origin(self, message: Message, topic: str) -> None:
+        if message.TAG in COLLECTOR_TAGS:
+            if message.sender != self._collector_key:
+                raise RemoteProtocolError("unknown_collector", f"{message.TAG} not signed by the collector")
+        elif message.TAG not in ("announce",):
+            # Subject messages must come from a current group member, on that member's own topic.
+            if message.sender not in self._members:
+                raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
+            if self._round_id is not None and topic != topics.subject_group(self._round_id, message.sender):
+                raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
+        if self._round_id is not None and message.round_id != self._round_id:
+            raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
+
+    def _publish_group(self, message: Message) -> Outgoing:
+        assert self._round_id is not None
+        return Outgoing(topics.subject_group(self._round_id, self.public_key), codec.encode(message, self._identity))
+
+    def _send_fetch(self, what: str, now: float) -> list[Outgoing]:
+        assert self._round_id is not None
+        fetch = Fetch(self._round_id, self.public_key, what)
+        out = Outgoing(topics.subject_up(self._round_id, self.public_key), codec.encode(fetch, self._identity))
+        self._resend.arm(("fetch", what), out, now)
+        return [out]
+
+    # ------------------------------------------------------------------ registration
+    def _on_announce(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Announce)
+        params = message.params
+        if len(params.qi_names) != len(self._qi) or len(params.confidential_names) != len(self._confidential):
+            self._set_state("incompatible")
+            self._event("incompatible", reason="attribute_count")
+            return []
+        if now > params.register_deadline:
+            raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)
+        self._round_id = message.round_id
+        self._params = params
+        register = Register(message.round_id, self.public_key, self._qi)
+        data = codec.encode(register, self._identity)
+        self._register_digest = codec.payload_digest_of(data)
+        out = Outgoing(topics.subject_up(message.round_id, self.public_key), data)
+        self._resend.arm("register", out, now)
+        self._set_state("registering")
+        return [out]
+
+    def _on_register_ack(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, RegisterAck)
+        if message.subject != self.public_key or message.register_digest != self._register_digest:
+            raise RemoteProtocolError("bad_ack", "register_ack for another registration")
+        self._resend.cancel("register")
+        self._set_state("registered")
+        return []
+
+    def _on_roster(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Roster)
+        if self._roster_root is not None and self._roster_root != message.merkle_root:
+            raise RemoteProtocolError("roster_changed", "a second, different roster for this round")
+        self._roster_root = message.merkle_root
+        self._roster_size = message.n
+        return []
+
+    def _on_assign(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Assign) and self._params is not None
+        if message.subject != self.public_key:
+            raise RemoteProtocolError("bad_assign", "assign for another subject")
+        if self._roster_root is not None and message.merkle_root != self._roster_root:
+            raise RemoteProtocolError("root_mismatch", "assign's root differs from the published roster")
+        leaf = merkle.roster_leaf(self.public_key, self._qi)
+        size = self._roster_size if self._roster_size is not None else max(message.leaf_index + 1, 1)
+        if self._roster_size is None:
+            # Roster not seen yet: the proof's length determines the tree size only loosely, so wait for it.
+            raise RemoteProtocolError("early", "assign before the roster", ignore=True)
+        if not merkle.verify_inclusion(leaf, message.leaf_index, size, message.proof, message.merkle_root):
+            raise RemoteProtocolError("bad_inclusion", "my registration is not in the roster as sent")
+        if self.public_key not in message.members:
+            raise RemoteProtocolError("bad_assign", "I am not a member of my own group")
+        if list(message.members) != sorted(message.members) or len(set(message.members)) != len(message.members):
+            raise RemoteProtocolError("bad_assign", "members not in canonical (sorted, distinct) order")
+        if len(message.members) < self._params.k:
+            raise RemoteProtocolError("bad_assign", "group smaller than k")
+        if self._group == message.group and self._members == message.members:
+            raise RemoteProtocolError("duplicate", "assign already applied", ignore=True)
+        self._resend.cancel("register")
+        if self._group is not None and self._group != message.group:
+            self._event("regrouped", sid=self.sid, group=message.group)
+            self._run = None
+            self._resend.clear()
+        self._group = message.group
+        self._members = message.members
+        self._set_state("sharing")
+        self._event("grouped", sid=self.sid, group=message.group, size=len(message.members))
+        return []
+
+    # ------------------------------------------------------------------ shuffle
+    def _on_shuffle_start(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, ShuffleStart) and self._round_id is not None
+        if message.group != self._group:
+            raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
+        if self._run is not None and message.run <= self._run.number:
+            raise RemoteProtocolError("stale_run", f"run {message.run} not newer", ignore=True)
+        if self.public_key not in message.members:
+            reasons = dict(message.excluded)
+            if reasons.get(self.public_key) == "merged":
+                return []  # a new Assign for the merged group follows
+            self._resend.clear()
+            self._run = None
+            self._set_state("excluded")
+            self._event("excluded", sid=self.sid, reason=reasons.get(self.public_key, "unknown"))
+            return []
+        if list(message.members) != sorted(message.members):
+            raise RemoteProtocolError("bad_shuffle_start", "members not in canonical order")
+        self._resend.clear()
+        self._members = message.members
+        self._run = _Run(message.run, message.members, crypto.KxKey.generate(self._rng),
+                         crypto.KxKey.generate(self._rng))
+        keys = RunKeys(self._round_id, self.public_key, message.group, message.run,
+                       self._run.outer.public, self._run.inner.public)
+        self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
+        out = self._publish_group(keys)
+        self._resend.arm(("keys", message.run), out, now)
+        self._event("run_started", sid=self.sid, group=message.group, run=message.run)
+        return [out, *self._advance(now)]
+
+    def _current_run(self, group: int, run: int) -> _Run:
+        if group != self._group:
+            raise RemoteProtocolError("wrong_group", "message for another group", ignore=True)
+        current = self._run
+        if current is None or run > current.number:
+            raise RemoteProtocolError("early", f"run {run} not started here yet", ignore=True)
+        if run < current.number:
+            raise RemoteProtocolError("stale_run", f"run {run} is over", ignore=True)
+        return current
+
+    def _on_run_keys(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, RunKeys)
+        run = self._current_run(message.group, message.run)
+        if message.sender not in run.members:
+            raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
+        pair = (message.outer_kx, message.inner_kx)
+        previous = run.keys.get(message.sender)
+        if previous is not None:
+            if previous != pair:
+                raise RemoteProtocolError("equivocation", "two different run_keys from one member")
+            raise RemoteProtocolError("duplicate", "run_keys already received", ignore=True)
+        run.keys[message.sender] = pair
+        return self._advance(now)
+
+    def _on_submit(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Submit)
+        run = self._current_run(message.group, message.run)
+        previous = run.submissions.get(message.sender)
+        if previous is not None:
+            if previous != message.onion:
+                raise RemoteProtocolError("equivocation", "two different submissions from one member")
+            raise RemoteProtocolError("duplicate", "submission already received", ignore=True)
+        run.submissions[message.sender] = message.onion
+        return self._advance(now)
+
+    def _on_batch(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Batch)
+        run = self._current_run(message.group, message.run)
+        if not 1 <= message.step <= len(run.members) or run.members[message.step - 1] != message.sender:
+            raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
+        if len(message.items) != len(run.members):
+            raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
+        previous = run.batches.get(message.step)
+        if previous is not None:
+            if previous != message.items:
+                raise RemoteProtocolError("equivocation", "two different batches for one step")
+            raise RemoteProtocolError("duplicate", "batch already received", ignore=True)
+        run.batches[message.step] = message.items
+        return self._advance(now)
+
+    def _on_vote(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Vote)
+        run = self._current_run(message.group, message.run)
+        previous = run.votes.get(message.sender)
+        if previous is not None:
+            if previous != message:
+                raise RemoteProtocolError("equivocation", "two different votes from one member")
+            raise RemoteProtocolError("duplicate", "vote already received", ignore=True)
+        run.votes[message.sender] = message
+        return self._advance(now)
+
+    def _on_reveal_open(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, RevealOpen)
+        run = self._current_run(message.group, message.run)
+        if run.final_digest is not None and message.final_digest != run.final_digest:
+            raise RemoteProtocolError("bad_reveal_open", "reveal_open names another final batch")
+        run.reveal_open = True
+        return self._advance(now)
+
+    def _on_reveal(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Reveal)
+        self._current_run(message.group, message.run)
+        return []  # members need not open anything: only the collector holds the innermost key
+
+    def _on_blame(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Blame)
+        run = self._current_run(message.group, message.run)
+        return self._start_blame(run, now) if not run.blamed else []
+
+    def _on_group_done(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, GroupDone)
+        if message.group != self._group:
+            raise RemoteProtocolError("wrong_group", "group_done of another group", ignore=True)
+        if self._run is not None and message.run != self._run.number:
+            raise RemoteProtocolError("stale_run", "group_done of another run", ignore=True)
+        self._resend.clear()
+        if self.state == "sharing":
+            self._set_state("await_release")
+            assert self._params is not None
+            self._release_wait_until = now + self._params.step_timeout
+        return []
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        """Take every shuffle step that the received messages now allow."""
+        run = self._run
+        if run is None or self._round_id is None or self._group is None or self._params is None:
+            return []
+        out: list[Outgoing] = []
+        members = run.members
+        g = len(members)
+        me = self.public_key
+        position = members.index(me)
+        rid, group = self._round_id, self._group
+        # 1. All keys known: build and submit my onion.
+        if run.my_sealed is None and len(run.keys) == g:
+            record = crypto.encode_record(self._confidential)
+            innermost = crypto.seal(self._params.collector_kx, record, collector_aad(rid), self._rng)
+            inner_publics = [run.keys[m][1] for m in members]
+            run.my_sealed = crypto.seal_to_all(inner_publics, innermost, inner_aad(rid, group, run.number), self._rng)
+            outer_publics = [run.keys[m][0] for m in members]
+            onion = crypto.build_onion(
+                run.my_sealed, outer_publics, lambda j: outer_aad(rid, group, run.number, j), self._rng
+            )
+            run.submissions[me] = onion
+            msg = self._publish_group(Submit(rid, me, group, run.number, onion))
+            self._resend.arm(("submit", run.number), msg, now)
+            out.append(msg)
+        # 2. My turn to mix: peel my layer from the previous step's items and permute.
+        step = position + 1
+        if run.my_sealed is not None and step not in run.batches and not run.blamed:
+            if step == 1:
+                inputs: tuple[bytes, ...] | None = (
+                    tuple(run.submissions[m] for m in members) if len(run.submissions) == g else None
+                )
+            else:
+                inputs = run.batches.get(step - 1)
+            if inputs is not None:
+                out.extend(self._mix(run, step, inputs, now))
+        # Seeing the next step's batch acknowledges my own batch, keys and submission. The final
+        # batch is re-sent until group_done: the collector needs it to open the records.
+        if step < g and step + 1 in run.batches:
+            self._resend.cancel(("batch", run.number))
+        if 1 in run.batches:
+            self._resend.cancel(("submit", run.number))
+            self._resend.cancel(("keys", run.number))
+        # 3. Final batch: vote.
+        final = run.batches.get(g)
+        if final is not None and run.my_vote is None and run.my_sealed is not None and not run.blamed:
+            run.final_digest = batch_digest(final)
+            go = final.count(run.my_sealed) == 1 and len(set(final)) == g
+            run.my_vote = go
+            vote = Vote(rid, me, group, run.number, go, run.final_digest)
+            run.votes[me] = vote
+            msg = self._publish_group(vote)
+            self._resend.arm(("vote", run.number), msg, now)
+            out.append(msg)
+            if not go:
+                self._event("no_go", sid=self.sid, group=group, run=run.number)
+        # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
+        if any(not v.go for v in run.votes.values()) and not run.blamed:
+            out.extend(self._start_blame(run, now))
+        elif (
+            run.reveal_open
+            and not run.revealed
+            and run.my_vote
+            and len(run.votes) == g
+            and all(v.go and v.final_digest == run.final_digest for v in run.votes.values())
+        ):
+            run.revealed = True
+            msg = self._publish_group(Reveal(rid, me, group, run.number, run.inner.secret))
+            self._resend.cancel(("vote", run.number))
+            self._resend.arm(("reveal", run.number), msg, now)
+            out.append(msg)
+        return out
+
+    def _mix(self, run: _Run, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+        assert self._round_id is not None and self._group is not None
+        aad = outer_aad(self._round_id, self._group, run.number, step)
+        try:
+            peeled = [crypto.peel(run.outer, item, aad) for item in inputs]
+        except crypto.CryptoError:
+            # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
+            self._event("unpeelable", sid=self.sid, group=self._group, run=run.number, step=step)
+            run.my_vote = False
+            vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32))
+            run.votes[self.public_key] = vote
+            msg = self._publish_group(vote)
+            self._resend.arm(("vote", run.number), msg, now)
+            return [msg, *self._start_blame(run, now)]
+        order = list(range(len(peeled)))
+        shuffle_in_place(order, self._rng)
+        run.my_permutation = tuple(order)
+        items = tuple(peeled[i] for i in run.my_permutation)
+        run.batches[step] = items
+        msg = self._publish_group(Batch(self._round_id, self.public_key, self._group, run.number, step, items))
+        self._resend.arm(("batch", run.number), msg, now)
+        return [msg]
+
+    def _start_blame(self, run: _Run, now: float) -> list[Outgoing]:
+        assert self._round_id is not None and self._group is not None
+        run.blamed = True
+        self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
+        blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation)
+        msg = self._publish_group(blame)
+        self._resend.arm(("blame", run.number), msg, now)
+        self._event("blame_sent", sid=self.sid, group=self._group, run=run.number)
+        return [msg]
+
+    # ------------------------------------------------------------------ release and audit
+    def _on_release(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, Release) and self._params is not None and self._round_id is not None
+        if self._group is None:
+            raise RemoteProtocolError("early", "release before my group assignment", ignore=True)
+        self._resend.clear()
+        self._release_wait_until = None
+        result = audit_release(
+            message,
+            digest,
+            qi=self._qi,
+            confidential=self._confidential,
+            group=self._group,
+            params=self._params,
+            caches=self._caches,
+        )
+        self.audit = result
+        verdict = Verdict(
+            self._round_id,
+            self.public_key,
+            result.accept,
+            result.reason,
+            result.included,
+            result.permutation_distance,
+            result.plausible,
+        )
+        data = codec.encode(verdict, self._identity)
+        self._verdict_digest = codec.payload_digest_of(data)
+        self.verdict = verdict
+        out = Outgoing(topics.subject_up(self._round_id, self.public_key), data)
+        self._resend.arm("verdict", out, now)
+        self._set_state("verdict_sent")
+        self._event("verdict", sid=self.sid, accept=result.accept, reason=result.reason,
+                    permutation_distance=result.permutation_distance)
+        return [out]
+
+    def _on_release_excluded(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        self._set_state("done")
+        return []
+
+    def _on_verdict_ack(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+        assert isinstance(message, VerdictAck)
+        if message.subject != self.public_key or message.verdict_digest != self._verdict_digest:
+            raise RemoteProtocolError("bad_ack", "verdict_ack for another verdict")
+        self._resend.clear()
+        self._set_state("done")
+        return []
+

@@ -1,0 +1,152 @@
+"""What a subject checks on the release, and the caches that make it cheap in simulations.
+
+The checks (protocol/SPEC.md, phase "audit"): the release is signed by the collector (done by the
+codec); her confidential record is among her group's rows; every group has at least k rows with one
+QI vector; her (d,v,f)-permuted privacy: the permutation distance d of her whole record (QIs then
+confidential values) in the release (coutil.audit), and whether a match at distance d is plausible
+as a random match. The null distribution of random-record distances is a function of the release
+alone: its random records are drawn with a seed derived from the release digest, so anyone can
+recompute it and a simulation computes it once per release.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coutil.protocol import codec
+from coutil.protocol.messages import Release, RoundParams
+
+
+@dataclass(frozen=True)
+class ReleaseView:
+    """A decoded release, with its rank index and random-record null distribution."""
+
+    rows: NDArray[np.float64]
+    group_slices: dict[int, slice]
+    index: object  # coutil.audit.ranks.RankIndex
+    null_distances: NDArray[np.int64]  # sorted ascending
+
+
+@dataclass(frozen=True)
+class SubjectVerdict:
+    accept: bool
+    reason: str
+    included: bool
+    k_anonymous: bool
+    permutation_distance: int
+    p_value: float
+    plausible: bool
+
+
+class SharedCaches:
+    """Memoizes pure functions of received bytes (keyed by the bytes object: identity then equality)."""
+
+    def __init__(self, capacity: int = 4) -> None:
+        self._decoded: OrderedDict[bytes, codec.Decoded] = OrderedDict()
+        self._views: OrderedDict[bytes, ReleaseView] = OrderedDict()
+        self._capacity = capacity
+
+    def decode(self, payload: bytes, limits: codec.Limits) -> codec.Decoded:
+        hit = self._decoded.get(payload)
+        if hit is not None:
+            return hit
+        decoded = codec.decode(payload, limits)
+        self._decoded[payload] = decoded
+        while len(self._decoded) > self._capacity:
+            self._decoded.popitem(last=False)
+        return decoded
+
+    def release_view(self, release: Release, digest: bytes, random_records: int) -> ReleaseView:
+        key = digest + random_records.to_bytes(8, "big")
+        hit = self._views.get(key)
+        if hit is not None:
+            return hit
+        view = build_release_view(release, digest, random_records)
+        self._views[key] = view
+        while len(self._views) > self._capacity:
+            self._views.popitem(last=False)
+        return view
+
+
+def release_matrix(release: Release) -> NDArray[np.float64]:
+    m = len(release.columns)
+    rows = np.frombuffer(release.rows, dtype="<f8")
+    if m == 0 or rows.size % m:
+        raise ValueError("release rows do not fill the columns")
+    return rows.reshape(-1, m).astype(np.float64)
+
+
+def build_release_view(release: Release, digest: bytes, random_records: int) -> ReleaseView:
+    from coutil.audit.ranks import RankIndex
+
+    rows = release_matrix(release)
+    slices: dict[int, slice] = {}
+    start = 0
+    for group, size in zip(release.group_ids, release.group_sizes, strict=True):
+        slices[group] = slice(start, start + size)
+        start += size
+    index = RankIndex.build(rows)
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+    n, m = rows.shape
+    if random_records > 0 and n > 0:
+        picks = rng.integers(0, n, size=(random_records, m))
+        randoms = rows[picks, np.arange(m)]
+        lo, hi = index.star(randoms)
+        null = np.sort(np.asarray(index.nearest(lo, hi, want_ties=False).distance, dtype=np.int64))
+    else:
+        null = np.zeros(0, dtype=np.int64)
+    return ReleaseView(rows, slices, index, null)
+
+
+def audit_release(
+    release: Release,
+    digest: bytes,
+    *,
+    qi: tuple[float, ...],
+    confidential: tuple[float, ...],
+    group: int,
+    params: RoundParams,
+    caches: SharedCaches,
+    random_records: int = 1000,
+    alpha: float = 0.05,
+) -> SubjectVerdict:
+    """The subject's audit of a release; never raises on a malformed release (it is a complaint)."""
+    try:
+        view = caches.release_view(release, digest, random_records)
+    except (ValueError, KeyError):
+        return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
+    n_qi = len(qi)
+    rows = view.rows
+    if rows.shape[1] != n_qi + len(confidential):
+        return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
+    k_anonymous = bool(release.group_sizes) and min(release.group_sizes) >= params.k
+    for piece in view.group_slices.values():
+        block = rows[piece, :n_qi]
+        if block.shape[0] and not np.all(block == block[0]):
+            k_anonymous = False
+            break
+    mine = view.group_slices.get(group)
+    included = False
+    if mine is not None:
+        conf = np.asarray(confidential, dtype=np.float64)
+        included = bool(np.any(np.all(rows[mine, n_qi:] == conf, axis=1)))
+    record = np.asarray(qi + confidential, dtype=np.float64).reshape(1, -1)
+    index = view.index
+    lo, hi = index.star(record)  # type: ignore[attr-defined]
+    distance = int(index.nearest(lo, hi, want_ties=False).distance[0])  # type: ignore[attr-defined]
+    null = view.null_distances
+    p_value = float(np.searchsorted(null, distance, side="right") / null.size) if null.size else 1.0
+    plausible = p_value >= alpha
+    if not included:
+        reason = "not_included"
+    elif not k_anonymous:
+        reason = "not_k_anonymous"
+    elif distance < params.min_permutation_distance:
+        reason = "distance_below_promise"
+    else:
+        reason = "ok"
+    return SubjectVerdict(reason == "ok", reason, included, k_anonymous, distance, p_value, plausible)

@@ -1,0 +1,75 @@
+"""MQTT topic grammar (protocol/SPEC.md, section "Topics").
+
+Every publisher writes only under its own prefix, so a broker ACL can confine each subject to
+``coutil/v1/+/s/<her sid>/#`` (the MQTT client id of a subject is her sid):
+
+- ``coutil/v1/announce``                      collector, retained: the current round's Announce
+- ``coutil/v1/<round>/c/roster``              collector, retained: Roster
+- ``coutil/v1/<round>/c/release``             collector, retained: Release
+- ``coutil/v1/<round>/c/to/<sid>``            collector -> one subject: acks, Assign, re-sends
+- ``coutil/v1/<round>/c/group/<g>``           collector -> group g: ShuffleStart, RevealOpen, GroupDone
+- ``coutil/v1/<round>/s/<sid>/up``            subject -> collector: Register, Verdict, Fetch
+- ``coutil/v1/<round>/s/<sid>/group``         subject -> her group and the collector: shuffle messages
+
+``<round>`` is the hex of the 16-byte round id; ``<sid>`` the hex of the first 16 bytes of the
+subject's per-round Ed25519 public key.
+"""
+
+from __future__ import annotations
+
+PREFIX = "coutil/v1"
+ANNOUNCE = f"{PREFIX}/announce"
+
+
+def sid_of(subject_key: bytes) -> str:
+    return subject_key[:16].hex()
+
+
+def round_hex(round_id: bytes) -> str:
+    return round_id.hex()
+
+
+def roster(round_id: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/c/roster"
+
+
+def release(round_id: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/c/release"
+
+
+def inbox(round_id: bytes, subject_key: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/c/to/{sid_of(subject_key)}"
+
+
+def group_control(round_id: bytes, group: int) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/c/group/{group}"
+
+
+def subject_up(round_id: bytes, subject_key: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(subject_key)}/up"
+
+
+def subject_group(round_id: bytes, subject_key: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(subject_key)}/group"
+
+
+def all_subject_up(round_id: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/s/+/up"
+
+
+def all_subject_group(round_id: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/s/+/group"
+
+
+def matches(topic_filter: str, topic: str) -> bool:
+    """MQTT topic-filter matching with ``+`` and ``#`` wildcards."""
+    f_parts = topic_filter.split("/")
+    t_parts = topic.split("/")
+    for i, part in enumerate(f_parts):
+        if part == "#":
+            return True
+        if i >= len(t_parts):
+            return False
+        if part != "+" and part != t_parts[i]:
+            return False
+    return len(f_parts) == len(t_parts)

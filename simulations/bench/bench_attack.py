@@ -1,0 +1,107 @@
+"""Benchmark of the maximum-knowledge intruder and the classical linkage attacks.
+
+Reproduce with (from the repository root, venv active)::
+
+    python simulations/bench/bench_attack.py            # full sizes
+    python simulations/bench/bench_attack.py --quick    # small sizes, a few seconds
+
+For each data set size n (m = 3 normal attributes, additive noise of 0.5 x the variance) it times:
+reverse mapping + linkage of the n originals (``link``), the distance of N sampled random records
+(``random``, reported as records per second), distance-based record linkage (``dbrl``) and the
+global one-to-one linkage (``global``, only up to its n cap). Ratios are measured in the same run.
+A table goes to stdout, JSON to simulations/bench/results/bench_attack.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coutil.audit.intruder import link_records, random_record_distances
+from coutil.audit.linkage import GLOBAL_LINKAGE_MAX_RECORDS, distance_linkage, global_linkage
+from coutil.audit.permutation import reverse_map
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_attack.json"
+
+
+def _timed(action: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    value = action()
+    return value, time.perf_counter() - start
+
+
+def bench_size(n: int, random_records: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    original = rng.normal(size=(n, 3))
+    release = original + rng.normal(scale=np.sqrt(0.5), size=original.shape)
+    z, reverse_seconds = _timed(lambda: reverse_map(original, release, seed=seed))
+    (_matches, distances, index, star_lo, star_hi), link_seconds = _timed(lambda: link_records(original, z))
+    distribution, random_seconds = _timed(
+        lambda: random_record_distances(index, star_lo, star_hi, random=random_records, seed=seed)
+    )
+    dbrl, dbrl_seconds = _timed(lambda: distance_linkage(original, release, true_mapping="identity"))
+    row: dict[str, Any] = {
+        "n": n,
+        "m": 3,
+        "reverse_map_s": reverse_seconds,
+        "link_s": link_seconds,
+        "random_records": random_records,
+        "random_s": random_seconds,
+        "random_records_per_s": random_records / random_seconds,
+        "dbrl_s": dbrl_seconds,
+        "dbrl_correct_rate": dbrl.score.correct_rate if dbrl.score else None,
+        "median_distance": float(np.median(distances)),
+        "random_mean_distance": float(
+            np.average(np.arange(distribution.counts.size), weights=distribution.counts)
+        ),
+        "global_s": None,
+    }
+    if n <= GLOBAL_LINKAGE_MAX_RECORDS:
+        glob, global_seconds = _timed(lambda: global_linkage(original, release, true_mapping="identity"))
+        row["global_s"] = global_seconds
+        row["global_correct_rate"] = glob.score.correct_rate if glob.score else None
+    row["random_vs_link_per_record"] = (random_seconds / random_records) / max(link_seconds / n, 1e-12)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    sizes = [500, 2000] if args.quick else [1000, 5000, 20000, 100000]
+    random_records = 20_000 if args.quick else 200_000
+    rows = [bench_size(n, random_records, args.seed) for n in sizes]
+    header = f"{'n':>7} {'revmap s':>9} {'link s':>8} {'random/s':>10} {'dbrl s':>8} {'global s':>9} {'rnd/link':>9}"
+    print(header)
+    for r in rows:
+        glob = f"{r['global_s']:.3f}" if r["global_s"] is not None else "-"
+        print(
+            f"{r['n']:>7} {r['reverse_map_s']:>9.3f} {r['link_s']:>8.3f} {r['random_records_per_s']:>10.0f} "
+            f"{r['dbrl_s']:>8.3f} {glob:>9} {r['random_vs_link_per_record']:>9.2f}"
+        )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "bench_attack",
+                "command": "python simulations/bench/bench_attack.py" + (" --quick" if args.quick else ""),
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"results written to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""CLI tests of `coutil audit`, `coutil attack` and `coutil reverse-map` on the running example
+(Tables 3-6 of Domingo-Ferrer & Muralidhar) and on user errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("coutil.audit.ranks")
+pytest.importorskip("coutil.audit.permutation")
+
+from coutil.audit.plots import plot_distance_distributions
+from coutil.cli import main
+from coutil.errors import InputError
+
+# Table 4: per record (closest anonymized record printed in the paper, permutation distance,
+# X1 and X2 variances at the record's own distance -- the X3 column of the printed table is shifted).
+TABLE4 = {
+    1: (1, 4, 12.45, 682.15), 2: (2, 4, 31.12, 682.15), 3: (10, 4, 24.70, 896.76),
+    4: (6, 4, 32.47, 1332.66), 5: (5, 2, 16.94, 118.46), 6: (6, 3, 22.88, 414.40),
+    7: (7, 1, 12.83, 385.03), 8: (17, 4, 18.76, 682.15), 9: (7, 1, 3.14, 385.03),
+    10: (13, 4, 21.96, 682.15), 11: (6, 1, 3.14, 147.25), 12: (12, 4, 13.03, 169.01),
+    13: (20, 3, 16.70, 359.80), 14: (14, 3, 1.47, 248.09), 15: (10, 4, 21.96, 937.01),
+    16: (19, 4, 22.74, 190.00), 17: (13, 1, 0.75, 115.82), 18: (15, 3, 14.82, 359.80),
+    19: (1, 2, 12.76, 252.94), 20: (20, 2, 2.94, 160.52),
+}  # fmt: skip
+TABLE5 = {
+    1: [1, 7], 2: [4], 3: [10], 4: [4], 5: [5], 6: [11], 7: [7], 8: [17], 9: [7, 9], 10: [15],
+    11: [2, 6], 12: [12], 13: [20], 14: [14], 15: [10], 16: [19], 17: [13], 18: [12], 19: [13, 19],
+    20: [20],
+}  # fmt: skip
+TABLE5_DISTANCE = [4, 3, 3, 4, 2, 2, 2, 5, 3, 3, 4, 5, 3, 3, 3, 5, 2, 5, 4, 3]
+TABLE6_RANDOM = [0.0025, 0.0586, 0.1899, 0.3014, 0.2595, 0.1288, 0.0428, 0.0143, 0.0024]
+TABLE6_ORIGINAL = [0.0, 0.0, 0.2, 0.4, 0.2, 0.2, 0.0, 0.0, 0.0]
+
+
+@pytest.fixture
+def files(running_example: Path, tmp_path: Path) -> dict[str, str]:
+    """The running example, plus a copy of Y whose header uses X's names (X1,X2,X3)."""
+    y_text = (running_example / "Y.csv").read_text().splitlines()
+    same_names = tmp_path / "Y_named.csv"
+    same_names.write_text("\n".join(["X1,X2,X3", *y_text[1:]]) + "\n")
+    return {
+        "X": str(running_example / "X.csv"),
+        "Y": str(running_example / "Y.csv"),
+        "Z": str(running_example / "Z.csv"),
+        "Yx": str(same_names),
+    }
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], argv: list[str], code: int = 0) -> dict[str, Any]:
+    assert main(argv) == code
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, "--json prints exactly one line"
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def test_audit_json_reproduces_table4(capsys: pytest.CaptureFixture[str], files: dict[str, str]) -> None:
+    out = _run_json(capsys, ["audit", "--original", files["X"], "--release", files["Yx"], "--json"])
+    assert set(out) >= {"records", "dataset"}
+    assert len(out["records"]) == 20
+    for rec in out["records"]:
+        assert set(rec) >= {"record", "permutation_distance", "closest", "star_ranks", "variances"}
+        closest, distance, var1, var2 = TABLE4[rec["record"]]
+        assert rec["permutation_distance"] == distance
+        assert closest in rec["closest"] and rec["closest"] == sorted(rec["closest"])
+        assert round(rec["variances"][0], 2) == var1
+        assert round(rec["variances"][1], 2) == var2
+    third = out["records"][2]
+    # Table 3: y* ranks (8, 2, 16), closest record 10, variances 24.70, 896.76, 20167.78.
+    assert third["star_ranks"] == [8, 2, 16]
+    assert third["closest"] == [10]
+    assert [round(v, 2) for v in third["variances"]] == [24.70, 896.76, 20167.78]
+    assert out["dataset"]["permutation_distance"] == 1
+    assert [round(v, 2) for v in out["dataset"]["variances"]] == [0.01, 11.07, 30.26]
+
+
+def test_audit_release_columns_and_single_record(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str]
+) -> None:
+    argv = ["audit", "--original", files["X"], "--release", files["Y"], "--release-columns", "Y1,Y2,Y3"]
+    out = _run_json(capsys, [*argv, "--record", "3", "--json"])
+    assert [r["record"] for r in out["records"]] == [3]
+    assert out["records"][0]["closest"] == [10]
+    assert out["dataset"]["permutation_distance"] == 1
+    # Human output: a table on stderr, nothing on stdout.
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "data set" in captured.err
+
+
+def test_audit_thresholds(capsys: pytest.CaptureFixture[str], files: dict[str, str]) -> None:
+    base = ["audit", "--original", files["X"], "--release", files["Yx"]]
+    ok = _run_json(capsys, [*base, "--d", "1", "--v", "0.009,11,30", "--json"])
+    assert ok["check"]["holds"] is True
+    failed = _run_json(capsys, [*base, "--d", "1", "--v", "0.009,12,30", "--json"], code=3)
+    assert failed["check"]["failing_attributes"] == ["X2"]
+    assert main([*base, "--d", "2"]) == 3
+    err = capsys.readouterr().err
+    assert "permutation distance below d = 2" in err
+    # Record 3 alone has distance 4 and larger variances.
+    assert main([*base, "--record", "3", "--d", "4", "--v", "24,800,20000"]) == 0
+    capsys.readouterr()
+
+
+def test_subject_mode(capsys: pytest.CaptureFixture[str], files: dict[str, str]) -> None:
+    argv = ["audit", "--record-values", "100.87,902.21,5108.54", "--release", files["Y"]]
+    out = _run_json(capsys, [*argv, "--random", "8000", "--json"])
+    (rec,) = out["records"]
+    assert rec["permutation_distance"] == 4
+    assert rec["closest"] == [10]
+    assert rec["star_ranks"] == [8, 2, 16]
+    plaus = rec["plausibility"]
+    assert set(plaus) == {"p_value", "alpha", "plausible", "random_records"}
+    assert plaus["random_records"] == 8000 and plaus["alpha"] == 0.05
+    # 8000 = 20^3: every combination of release values; a distance of 4 is common among them.
+    assert 0.5 < plaus["p_value"] <= 1.0 and plaus["plausible"] is True
+    again = _run_json(capsys, [*argv, "--random", "500", "--seed", "3", "--json"])
+    assert again["records"][0]["plausibility"]["random_records"] == 500
+    assert main([*argv, "--d", "5"]) == 3
+    capsys.readouterr()
+
+
+def test_attack_json_reproduces_tables_5_and_6(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str]
+) -> None:
+    out = _run_json(
+        capsys,
+        [
+            "attack",
+            "--original",
+            files["X"],
+            "--release",
+            files["Yx"],
+            "--true-mapping",
+            "identity",
+            "--json",
+        ],
+    )
+    assert set(out) >= {"linkages", "original_distribution", "random_distribution", "hellinger"}
+    assert [link["record"] for link in out["linkages"]] == list(range(1, 21))
+    assert {link["record"]: link["matches"] for link in out["linkages"]} == TABLE5
+    assert [link["distance"] for link in out["linkages"]] == TABLE5_DISTANCE
+    random = out["random_distribution"]
+    original = out["original_distribution"]
+    assert [round(random[str(d)], 4) for d in range(9)] == TABLE6_RANDOM
+    assert [round(original[str(d)], 4) for d in range(9)] == TABLE6_ORIGINAL
+    # p-value of a linkage at distance d: the random frequency at d or closer.
+    fifth = out["linkages"][4]
+    assert fifth["p_value"] == pytest.approx(sum(random[str(d)] for d in range(3)))
+    assert 0.2 < out["hellinger"] < 0.35
+    assert out["random_records"] == {"count": 8000, "exhaustive": True, "seed": None}
+    assert out["correct_linkage_rate"] == pytest.approx(0.375)
+    assert out["unique_correct"] == 6
+    plain = _run_json(capsys, ["attack", "--original", files["X"], "--release", files["Yx"], "--json"])
+    assert "correct_linkage_rate" not in plain
+
+
+def test_attack_sampled_and_plot(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    figure = tmp_path / "fig" / "distances.png"
+    argv = ["attack", "--original", files["X"], "--release", files["Yx"], "--random", "3000"]
+    out = _run_json(capsys, [*argv, "--seed", "4", "--plot", str(figure), "--json"])
+    assert out["random_records"] == {"count": 3000, "exhaustive": False, "seed": 4}
+    assert sum(out["random_distribution"].values()) == pytest.approx(1.0)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Human output goes to stderr.
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Hellinger" in captured.err
+
+
+def test_reverse_map_writes_z(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str], tmp_path: Path
+) -> None:
+    target = tmp_path / "Z.csv"
+    argv = ["reverse-map", "--original", files["X"], "--release", files["Y"], "--release-columns", "Y1,Y2,Y3"]
+    assert main([*argv, "-o", str(target)]) == 0
+    capsys.readouterr()
+    lines = target.read_text().splitlines()
+    assert lines[0] == "Y1,Y2,Y3"
+    written = np.loadtxt(target, delimiter=",", skiprows=1)
+    assert np.allclose(written, np.loadtxt(files["Z"], delimiter=",", skiprows=1))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--columns", "X1,nope"], "unknown column 'nope'"),
+        (["--columns", ""], "bad column list"),
+        (["--k", "25"], "fewer than k = 25"),
+        (["--record", "21"], "out of range"),
+        (["--v", "1,2"], "--v has 2 values"),
+        (["--record-values", "1,2,3"], "exactly one of"),
+    ],
+)
+def test_audit_usage_errors(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str], extra: list[str], message: str
+) -> None:
+    assert main(["audit", "--original", files["X"], "--release", files["Yx"], *extra, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
+    assert captured.err.startswith("coutil: error:") and captured.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["audit", "--original", "{X}", "--release", "{Y}"], "select common ones with --columns"),
+        (
+            ["attack", "--original", "{X}", "--release", "{Y}", "--release-columns", "Y1,Y2"],
+            "names 2 attributes",
+        ),
+        (["attack", "--original", "{X}", "--release", "{Yx}", "--random", "many"], "bad --random"),
+        (["attack", "--original", "{X}", "--release", "{Yx}", "--true-mapping", "x"], "bad --true-mapping"),
+        (
+            ["attack", "--original", "{X}", "--release", "{Yx}", "--random", "all", "--k", "50"],
+            "fewer than k",
+        ),
+        (["audit", "--record-values", "1,2", "--release", "{Y}"], "has 2 values"),
+        (["audit", "--release", "{Y}"], "exactly one of"),
+        (["reverse-map", "--original", "{X}/nope.csv", "--release", "{Y}", "-o", "z.csv"], "no such file"),
+    ],
+)
+def test_other_usage_errors(
+    capsys: pytest.CaptureFixture[str], files: dict[str, str], argv: list[str], message: str
+) -> None:
+    assert main([a.format(**files) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.err.count("\n") == 1
+
+
+def test_plot_without_matplotlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A None entry in sys.modules makes `import matplotlib` raise ImportError.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(InputError, match=r"install coutil\[plot\]"):
+        plot_distance_distributions({0: 1.0}, {0: 0.5, 1: 0.5}, tmp_path / "f.png")

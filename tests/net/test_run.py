@@ -1,0 +1,95 @@
+"""`coutil run` end to end: embedded broker and a private mosquitto, outputs checked against MDAV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coutil.cli.net_commands import DEFAULT_CONFIDENTIAL, DEFAULT_QI, default_data_path
+from coutil.sdc.dataset import load_csv
+from tests.net.helpers import Mosquitto
+
+
+def _coutil(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "coutil", *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def _check_outputs(out: Path, n: int, k: int) -> None:
+    from coutil.sdc.mdav import mdav
+
+    with (out / "release.csv").open() as handle:
+        rows = list(csv.reader(handle))
+    assert tuple(rows[0]) == DEFAULT_QI + DEFAULT_CONFIDENTIAL
+    release = np.array([[float(v) for v in r] for r in rows[1:]])
+    assert release.shape == (n, len(DEFAULT_QI) + len(DEFAULT_CONFIDENTIAL))
+    data = load_csv(default_data_path(), list(DEFAULT_QI + DEFAULT_CONFIDENTIAL))
+    qi = data.values[:n, : len(DEFAULT_QI)]
+    conf = data.values[:n, len(DEFAULT_QI):]
+    central = mdav(qi, k)
+    # Same groups as centralized MDAV: every centroid released with the multiset of its members'
+    # confidential values (rounded as the CSV writes them).
+    want = sorted(
+        (tuple(np.round(central.centroids[g], 6)), tuple(sorted(tuple(r) for r in conf[central.groups == g])))
+        for g in range(central.n_groups)
+    )
+    got: dict[tuple[float, ...], list[tuple[float, ...]]] = {}
+    for row in release:
+        got.setdefault(tuple(np.round(row[: len(DEFAULT_QI)], 6)), []).append(tuple(row[len(DEFAULT_QI):]))
+    assert len(got) == central.n_groups
+    got_sorted = sorted((c, tuple(sorted(members))) for c, members in got.items())
+    for (c_want, m_want), (c_got, m_got) in zip(want, got_sorted, strict=True):
+        assert np.allclose(c_want, c_got, rtol=1e-6)
+        assert np.allclose(np.array(m_want), np.array(m_got), rtol=1e-6)
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["accepted"] == len(audit["verdicts"]) == n
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert dict(manifest["manifest"])["k"] == str(k)
+    assert all(size >= k for size in manifest["group_sizes"])
+    trace = (out / "trace.jsonl").read_text().splitlines()
+    assert trace and all(json.loads(line)["node"] for line in trace)
+
+
+def test_run_embedded_broker(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = _coutil("run", "--subjects", "23", "--k", "4", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["completed"] is True and summary["broker"] == "embedded"
+    _check_outputs(out, 23, 4)
+
+
+@pytest.mark.broker
+def test_run_over_private_mosquitto(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        out = tmp_path / "run"
+        result = _coutil("run", "--subjects", "30", "--broker", broker.url, "--out", str(out), "--json")
+    finally:
+        broker.stop()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["network"]["drops"] == 0
+    _check_outputs(out, 30, 5)
+
+
+def test_run_bad_inputs_exit_2_or_6(tmp_path: Path) -> None:
+    bad_column = _coutil("run", "--qi", "age,nosuch", "--out", str(tmp_path / "a"))
+    assert bad_column.returncode == 2
+    assert "nosuch" in bad_column.stderr and "Traceback" not in bad_column.stderr
+    too_few = _coutil("run", "--subjects", "3", "--k", "5", "--out", str(tmp_path / "b"))
+    assert too_few.returncode == 2 and "k = 5" in too_few.stderr
+    bad_url = _coutil("run", "--broker", "http://x", "--out", str(tmp_path / "c"))
+    assert bad_url.returncode == 2 and "mqtt://" in bad_url.stderr
+    from tests.net.helpers import free_port
+
+    nobody = _coutil("run", "--subjects", "10", "--broker", f"mqtt://127.0.0.1:{free_port()}",
+                     "--out", str(tmp_path / "d"), timeout=120)
+    assert nobody.returncode == 6, nobody.stderr
+    assert "Traceback" not in nobody.stderr
