@@ -42,10 +42,10 @@ def generated() -> str:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="only check that SPEC.md is up to date")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     text = SPEC.read_text(encoding="utf-8")
     start, end = text.index(BEGIN), text.index(END) + len(END)
     updated = text[:start] + generated() + text[end:]

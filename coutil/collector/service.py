@@ -28,7 +28,7 @@ from pathlib import Path
 
 from coutil.collector.storage import CollectorStore
 from coutil.errors import InputError, RemoteProtocolError
-from coutil.protocol import codec, crypto
+from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Event, Outgoing, SeededRandom, SystemRandom
@@ -98,8 +98,11 @@ class PersistentCollector:
             # acknowledgements are re-sent, which subjects de-duplicate.
             started_at, registrations = self._resume
             out = self.node.start(now, started_at=started_at)
+            limits = codec.Limits(max_message_bytes=self.node.config.max_message_bytes)
             for payload in registrations:
-                out.extend(self.node.receive("", payload, now))
+                # Replayed on the topic it originally arrived on (its sender's own), as the node checks.
+                sender = codec.decode(payload, limits).message.sender
+                out.extend(self.node.receive(topics.subject_up(self.round_id, sender), payload, now))
             return out
         out = self.node.start(now)
         params = dataclasses.asdict(self.node.config)

@@ -17,6 +17,7 @@ import aiomqtt
 from coutil.errors import InputError, NetworkError, RemoteProtocolError
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, host_nodes, parse_broker_url
 from coutil.protocol import codec, topics
+from coutil.protocol.messages import Announce
 from coutil.protocol.node import RandomSource, SystemRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
@@ -50,7 +51,7 @@ async def fetch_announce(broker: str | BrokerAddress, *, timeout: float = 30.0,
                     except RemoteProtocolError:
                         continue  # not a valid announce: keep waiting for one
                     announce = decoded.message
-                    if announce.TAG != "announce":
+                    if not isinstance(announce, Announce):
                         continue
                     if expected_key is not None and announce.sender != expected_key:
                         continue  # an announce by someone else: not our collector

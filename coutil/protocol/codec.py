@@ -65,6 +65,8 @@ class Decoded:
     message: Message
     payload: bytes
     digest: bytes
+    #: The whole envelope as received (what a relay re-publishes, signature included).
+    envelope: bytes = b""
 
 
 def _bad(detail: str) -> RemoteProtocolError:
@@ -331,7 +333,7 @@ def decode(data: bytes, limits: Limits | None = None) -> Decoded:
     message: Message = schema.check(body[1:], limits, body[0])
     if not crypto.verify(message.sender, SIGNATURE_DOMAIN + payload, signature):
         raise RemoteProtocolError("bad_signature", f"{body[0]} signature does not verify under its sender")
-    return Decoded(message, payload, payload_digest(payload))
+    return Decoded(message, payload, payload_digest(payload), bytes(data))
 
 
 def encode_payload(message: Message) -> bytes:

@@ -123,7 +123,7 @@ class CollectorNode:
         self.state = "created"
         self.rejections: list[Rejection] = []
         self._events: list[Event] = []
-        self._resend = Resender(config.retry_interval)
+        self._resend = Resender(config.retry_interval, config.step_timeout / 4)
         self._registrations: dict[bytes, Registration] = {}
         self._order: list[bytes] = []  # roster order (sorted keys)
         self._tree: merkle.MerkleTree | None = None
@@ -133,6 +133,7 @@ class CollectorNode:
         self._assign_msgs: dict[bytes, Outgoing] = {}
         self._excluded: dict[bytes, str] = {}
         self._records: dict[int, list[tuple[float, ...]]] = {}
+        self._roster_out: Outgoing | None = None
         self._release_out: Outgoing | None = None
         self._release_matrix: np.ndarray | None = None
         self._release_sizes: tuple[int, ...] = ()
@@ -160,7 +161,10 @@ class CollectorNode:
 
     def next_timer(self) -> float | None:
         times = [t for t in (self._resend.next_due(), self._deadline) if t is not None]
-        times.extend(g.deadline for g in self._groups.values() if g.active)
+        for group in self._groups.values():
+            if group.active:
+                times.append(group.deadline)
+                times.append(self._relay_due(group))
         return min(times) if times else None
 
     def start(self, now: float, *, started_at: float | None = None) -> list[Outgoing]:
@@ -184,6 +188,9 @@ class CollectorNode:
         announce = Announce(self.round_id, self.public_key, params)
         self._announce_out = Outgoing(topics.ANNOUNCE, codec.encode(announce, self._identity), retain=True)
         self._deadline = params.register_deadline
+        # Re-published during registration: a retained message's delivery can be lost like any other,
+        # and only subjects still waiting for a round subscribe to the announce topic.
+        self._resend.arm("announce", self._announce_out, now)
         self._enter("registration")
         return [self._announce_out]
 
@@ -207,8 +214,8 @@ class CollectorNode:
             )
             if topic != expected:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
-            handler: Callable[[Message, bytes, float], list[Outgoing]] = getattr(self, handler_name)
-            out = handler(message, decoded.digest, now)
+            handler: Callable[[Message, codec.Decoded, float], list[Outgoing]] = getattr(self, handler_name)
+            out = handler(message, decoded, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
         return out
@@ -226,6 +233,8 @@ class CollectorNode:
             for group in list(self._groups.values()):
                 if group.active and now >= group.deadline:
                     out.extend(self._group_timeout(group, now))
+                elif group.active and now >= self._relay_due(group):
+                    out.extend(self._relay(group, now))
             out.extend(self._progress(now))
         return out
 
@@ -246,8 +255,9 @@ class CollectorNode:
         return data
 
     # ------------------------------------------------------------------ registration
-    def _on_register(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+    def _on_register(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         assert isinstance(message, Register)
+        digest = decoded.digest
         if len(message.qi) != len(self.config.qi):
             raise RemoteProtocolError("bad_field", f"{len(message.qi)} QI values, expected {len(self.config.qi)}")
         if not all(math.isfinite(v) for v in message.qi):
@@ -267,14 +277,16 @@ class CollectorNode:
             return [out, *self._close_registration(now)]
         return [out]
 
-    def _on_late_register(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+    def _on_late_register(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         assert isinstance(message, Register)
+        digest = decoded.digest
         known = self._registrations.get(message.sender)
         if known is not None and known.digest == digest:
             return [known.ack]
         raise RemoteProtocolError("late", "registration after the deadline", ignore=True)
 
     def _close_registration(self, now: float) -> list[Outgoing]:
+        self._resend.cancel("announce")
         n = len(self._registrations)
         if n < self.config.k:
             self._event("aborted", reason="too_few_subjects", registered=n)
@@ -288,7 +300,8 @@ class CollectorNode:
         self._centroids = grouping.centroids
         out: list[Outgoing] = []
         roster = Roster(self.round_id, self.public_key, n, self._tree.root, grouping.n_groups)
-        out.append(Outgoing(topics.roster(self.round_id), self._sign(roster), retain=True))
+        self._roster_out = Outgoing(topics.roster(self.round_id), self._sign(roster), retain=True)
+        out.append(self._roster_out)
         members_of: dict[int, list[int]] = {}
         for index, label in enumerate(grouping.groups.tolist()):
             members_of.setdefault(int(label), []).append(index)
@@ -329,16 +342,17 @@ class CollectorNode:
     def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         message = group.new_run(self.round_id, self.public_key, excluded, now + self.config.step_timeout)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+        group.data.relay.append(out.payload)
         self._resend.arm(("shuffle_start", group.label), out, now)
         self._event("run_started", group=group.label, run=group.run, size=len(group.members))
         return [out]
 
-    def _on_group_message(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+    def _on_group_message(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         label = self._group_of.get(message.sender)
         group = self._groups.get(label) if label is not None else None
         if group is None:
             raise RemoteProtocolError("not_a_member", f"{message.TAG} from a subject in no group")
-        group.observe(message, now, self.config.step_timeout)
+        group.observe(message, decoded.envelope, now, self.config.step_timeout)
         if message.TAG == "run_keys":
             self._resend.cancel(("assign", message.sender))
             if group.all_keys():
@@ -364,8 +378,10 @@ class CollectorNode:
                 message = group.reveal_open_message(self.round_id, self.public_key)
                 msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
                 self._resend.arm(("reveal_open", group.label), msg, now)
+                group.data.relay.append(msg.payload)
                 out.append(msg)
                 group.deadline = now + self.config.step_timeout
+                group.next_relay = None
             self._event("reveal_open", groups=len(active))
         elif self._reveal_opened:
             for group in active:
@@ -373,6 +389,7 @@ class CollectorNode:
                     message = group.reveal_open_message(self.round_id, self.public_key)
                     msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
                     self._resend.arm(("reveal_open", group.label), msg, now)
+                    group.data.relay.append(msg.payload)
                     out.append(msg)
         if self.state == "sharing" and self._groups and not any(g.active for g in self._groups.values()):
             out.extend(self._publish_release(now))
@@ -393,6 +410,30 @@ class CollectorNode:
         self._event("blame", group=group.label, run=group.run, culprits=len(result.culprits), detail=result.detail)
         return self._exclude(group, result.culprits, now)
 
+    def _relay_due(self, group: GroupState) -> float:
+        """When a run without news is relayed: half a step timeout after its last fresh message,
+        then every retry interval until its deadline."""
+        if group.next_relay is not None:
+            return group.next_relay
+        return group.deadline - self.config.step_timeout / 2
+
+    def _relay(self, group: GroupState, now: float) -> list[Outgoing]:
+        """Re-publish a stalled run's messages on its control topic (see `collector_groups`)."""
+        group.next_relay = now + self.config.retry_interval
+        silent = group.silent_members()
+        if not silent:
+            return []  # not stalled: waiting at the reveal barrier for other groups
+        self._event("relayed", group=group.label, run=group.run, messages=len(group.data.relay))
+        topic = topics.group_control(self.round_id, group.label)
+        out = [Outgoing(topic, payload) for payload in group.data.relay]
+        # A member who never got her assign does not know her group's topic yet, and may lack the
+        # roster it is checked against.
+        for member in silent:
+            if self._resend.pending(("assign", member)) and self._roster_out is not None:
+                out.append(Outgoing(topics.inbox(self.round_id, member), self._roster_out.payload))
+                out.append(self._assign_msgs[member])
+        return out
+
     def _group_timeout(self, group: GroupState, now: float) -> list[Outgoing]:
         silent = group.silent_members()
         if not silent:
@@ -403,6 +444,7 @@ class CollectorNode:
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         for key, reason in culprits:
             self._excluded[key] = reason
+            self._resend.cancel(("assign", key))
             self._event("excluded", group=group.label, reason=reason, sid=topics.sid_of(key))
         remaining = tuple(m for m in group.members if m not in dict(culprits))
         group.set_members(remaining, self._index_of)
@@ -472,8 +514,9 @@ class CollectorNode:
         self._enter("auditing")
         return [self._release_out]
 
-    def _on_verdict(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+    def _on_verdict(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         assert isinstance(message, Verdict)
+        digest = decoded.digest
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "verdict from a subject not in the roster")
         known = self._verdicts.get(message.sender)
@@ -495,12 +538,15 @@ class CollectorNode:
         accepted = sum(1 for v in self._verdicts.values() if v.accept)
         self._event("round_done", verdicts=len(self._verdicts), accepted=accepted)
 
-    def _on_fetch(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
+    def _on_fetch(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         assert isinstance(message, Fetch)
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "fetch from a subject not in the roster")
-        if message.what == "release" and self._release_out is not None:
-            return [Outgoing(topics.inbox(self.round_id, message.sender), self._release_out.payload)]
+        # Bulletins (retained for everyone) are re-sent to the asker's inbox: a retained delivery can
+        # be lost too (a broker drops QoS 1 messages to a slow subscriber).
+        bulletin = {"release": self._release_out, "roster": self._roster_out}.get(message.what)
+        if bulletin is not None:
+            return [Outgoing(topics.inbox(self.round_id, message.sender), bulletin.payload)]
         if message.what == "assign" and message.sender in self._assign_msgs:
             return [self._assign_msgs[message.sender]]
         raise RemoteProtocolError("early", f"nothing to send for {message.what!r} yet", ignore=True)

@@ -3,6 +3,13 @@
 A run moves through keys -> submissions -> batches 1..g -> votes -> (all go) reveal -> opened, or
 (any no-go) blame -> a new run without the culprits. The step deadline is pushed back by every new
 valid message of the run; when it passes, `silent_members` names whom the run is waiting for.
+
+A member can wait for a message that only a member who has since vanished could re-send (her keys
+or batch reached the collector but was lost on its way to this member). So before excluding
+anyone, a stalled run is *relayed*: the collector re-publishes, on the group's control topic, the
+exact signed bytes of every member message of the run it holds (never a reveal), with the run's
+control messages. An honest member then catches up, and only the members who really went silent
+are still missing at the deadline.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ class RunData:
     votes: dict[bytes, Vote] = field(default_factory=dict)
     reveals: dict[bytes, bytes] = field(default_factory=dict)
     blames: dict[bytes, Blame] = field(default_factory=dict)
+    #: Exact envelopes of the run's messages to re-publish when the run stalls (control messages
+    #: first, then every fresh member message except reveals, in arrival order).
+    relay: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -53,6 +63,8 @@ class GroupState:
     data: RunData = field(default_factory=RunData)
     reveal_sent: bool = False
     undecryptable: int = 0
+    #: When the stalled run is relayed next (None: not stalled since the last fresh message).
+    next_relay: float | None = None
 
     # -------------------------------------------------------------- runs
     def new_run(
@@ -62,6 +74,7 @@ class GroupState:
         self.data = RunData()
         self.reveal_sent = False
         self.deadline = deadline
+        self.next_relay = None
         return ShuffleStart(round_id, sender, self.label, self.run, self.members, excluded, deadline)
 
     def closing_message(
@@ -81,7 +94,7 @@ class GroupState:
         self.indices = ()
 
     # -------------------------------------------------------------- observing messages
-    def observe(self, message: Message, now: float, step_timeout: float) -> None:
+    def observe(self, message: Message, envelope: bytes, now: float, step_timeout: float) -> None:
         run_number = getattr(message, "run", None)
         if run_number is None or getattr(message, "group", None) != self.label:
             raise RemoteProtocolError("wrong_group", f"{message.TAG} names another group")
@@ -125,6 +138,9 @@ class GroupState:
             raise RemoteProtocolError("unexpected", message.TAG, ignore=True)
         if fresh:
             self.deadline = now + step_timeout
+            self.next_relay = None
+            if not isinstance(message, Reveal):  # an inner secret is for the collector only
+                d.relay.append(envelope)
 
     def all_keys(self) -> bool:
         return len(self.data.keys) == len(self.members)

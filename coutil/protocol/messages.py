@@ -235,7 +235,7 @@ class Release:
 
 @dataclass(frozen=True)
 class Fetch:
-    """Subject -> collector: please re-send what I am missing (``what`` = "release" or "assign")."""
+    """Subject -> collector: please re-send what I am missing (``what`` = "release", "roster" or "assign")."""
 
     TAG: ClassVar[str] = "fetch"
     round_id: bytes

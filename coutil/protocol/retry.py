@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from coutil.protocol.node import Outgoing
 
-#: The re-send interval doubles after each try up to this multiple of the base interval.
+#: The re-send interval doubles after each try up to this multiple of the base interval (or a
+#: lower cap, see `Resender.limit_interval`).
 MAX_BACKOFF_FACTOR = 8.0
 
 
@@ -26,9 +27,20 @@ class _Pending:
 class Resender:
     """Keeps the messages to re-send, keyed by what acknowledges them."""
 
-    def __init__(self, base_interval: float) -> None:
+    def __init__(self, base_interval: float, max_interval: float | None = None) -> None:
         self._base = base_interval
+        self._cap = base_interval * MAX_BACKOFF_FACTOR
         self._pending: dict[object, _Pending] = {}
+        if max_interval is not None:
+            self.limit_interval(max_interval)
+
+    def limit_interval(self, max_interval: float) -> None:
+        """Never wait longer than ``max_interval`` between two sends (at least the base interval).
+
+        Protocol nodes pass a quarter of the step timeout: a message re-sent at least four times
+        per step survives heavy loss before the collector declares its sender silent.
+        """
+        self._cap = max(self._base, min(self._base * MAX_BACKOFF_FACTOR, max_interval))
 
     def arm(self, key: object, messages: Outgoing | tuple[Outgoing, ...], now: float) -> None:
         """Start (or restart) re-sending ``messages`` until `cancel(key)`."""
@@ -55,7 +67,7 @@ class Resender:
         for entry in self._pending.values():
             if entry.due <= now:
                 out.extend(entry.messages)
-                entry.interval = min(entry.interval * 2.0, self._base * MAX_BACKOFF_FACTOR)
+                entry.interval = min(entry.interval * 2.0, self._cap)
                 entry.due = now + entry.interval
         return out
 

@@ -147,7 +147,10 @@ class SubjectNode:
         self._register_digest: bytes | None = None
         self._roster_root: bytes | None = None
         self._roster_size: int | None = None
+        #: An assign that arrived before the roster (checked once the roster is here).
+        self._pending_assign: tuple[Message, bytes] | None = None
         self._group: int | None = None
+        self._left_groups: set[int] = set()
         self._members: tuple[bytes, ...] = ()
         self._run: _Run | None = None
         self._verdict_digest: bytes | None = None
@@ -160,7 +163,9 @@ class SubjectNode:
         return self.state in ("done", "incompatible")
 
     def subscriptions(self) -> frozenset[str]:
-        subs = {topics.ANNOUNCE}
+        # The announce topic only while waiting for a round: the collector re-publishes the announce
+        # during registration, which subjects already registered need not hear again.
+        subs = {topics.ANNOUNCE} if self.state == "await_announce" else set()
         if self._round_id is not None and self.state != "done":
             rid = self._round_id
             subs.update({topics.inbox(rid, self.public_key), topics.roster(rid), topics.release(rid)})
@@ -231,10 +236,17 @@ class SubjectNode:
             # Subject messages must come from a current group member, on that member's own topic.
             if message.sender not in self._members:
                 raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
-            if self._round_id is not None and topic != topics.subject_group(self._round_id, message.sender):
+            if self._round_id is not None and topic != topics.subject_group(self._round_id, message.sender) \
+                    and not self._is_relay_topic(topic):
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
         if self._round_id is not None and message.round_id != self._round_id:
             raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
+
+    def _is_relay_topic(self, topic: str) -> bool:
+        """The collector relays a stalled run's member messages (exact signed bytes) on the group's
+        control topic, which only the collector may publish on."""
+        return self._round_id is not None and self._group is not None \
+            and topic == topics.group_control(self._round_id, self._group)
 
     def _publish_group(self, message: Message) -> Outgoing:
         assert self._round_id is not None
@@ -259,6 +271,7 @@ class SubjectNode:
             raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)
         self._round_id = message.round_id
         self._params = params
+        self._resend.limit_interval(params.step_timeout / 4)
         register = Register(message.round_id, self.public_key, self._qi)
         data = codec.encode(register, self._identity)
         self._register_digest = codec.payload_digest_of(data)
@@ -281,6 +294,10 @@ class SubjectNode:
             raise RemoteProtocolError("roster_changed", "a second, different roster for this round")
         self._roster_root = message.merkle_root
         self._roster_size = message.n
+        self._resend.cancel(("fetch", "roster"))
+        pending, self._pending_assign = self._pending_assign, None
+        if pending is not None:
+            return self._on_assign(pending[0], pending[1], now)
         return []
 
     def _on_assign(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
@@ -289,12 +306,17 @@ class SubjectNode:
             raise RemoteProtocolError("bad_assign", "assign for another subject")
         if self._roster_root is not None and message.merkle_root != self._roster_root:
             raise RemoteProtocolError("root_mismatch", "assign's root differs from the published roster")
-        leaf = merkle.roster_leaf(self.public_key, self._qi)
-        size = self._roster_size if self._roster_size is not None else max(message.leaf_index + 1, 1)
         if self._roster_size is None:
-            # Roster not seen yet: the proof's length determines the tree size only loosely, so wait for it.
-            raise RemoteProtocolError("early", "assign before the roster", ignore=True)
-        if not merkle.verify_inclusion(leaf, message.leaf_index, size, message.proof, message.merkle_root):
+            # The proof can only be checked against the published roster (its size and root). Its
+            # retained delivery may have been lost: keep this assign and ask the collector for it.
+            self._pending_assign = (message, digest)
+            if self._resend.pending(("fetch", "roster")):
+                return []
+            self._event("roster_missing", sid=self.sid)
+            return self._send_fetch("roster", now)
+        leaf = merkle.roster_leaf(self.public_key, self._qi)
+        if not merkle.verify_inclusion(leaf, message.leaf_index, self._roster_size, message.proof,
+                                       message.merkle_root):
             raise RemoteProtocolError("bad_inclusion", "my registration is not in the roster as sent")
         if self.public_key not in message.members:
             raise RemoteProtocolError("bad_assign", "I am not a member of my own group")
@@ -302,11 +324,17 @@ class SubjectNode:
             raise RemoteProtocolError("bad_assign", "members not in canonical (sorted, distinct) order")
         if len(message.members) < self._params.k:
             raise RemoteProtocolError("bad_assign", "group smaller than k")
-        if self._group == message.group and self._members == message.members:
-            raise RemoteProtocolError("duplicate", "assign already applied", ignore=True)
+        # Assigns are re-sent until acknowledged, so an old copy can arrive after newer news: one for
+        # my current group (whose runs' shuffle_start now define the members), or one for a group I
+        # have left (a merged group is dissolved for good).
+        if message.group == self._group:
+            raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)
+        if message.group in self._left_groups:
+            raise RemoteProtocolError("stale_run", f"assign for group {message.group}, which I left", ignore=True)
         self._resend.cancel("register")
-        if self._group is not None and self._group != message.group:
+        if self._group is not None:
             self._event("regrouped", sid=self.sid, group=message.group)
+            self._left_groups.add(self._group)
             self._run = None
             self._resend.clear()
         self._group = message.group

@@ -34,12 +34,25 @@ class ScriptedRandom:
         raise AssertionError
 
 
-def test_vector_files_are_up_to_date() -> None:
-    spec = importlib.util.spec_from_file_location("coutil_vectors_generate", VECTORS / "generate.py")
+def _script(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"coutil_{path.parent.name}_generate", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main(["--check"]) == 0, "run python protocol/vectors/generate.py"
+    return module
+
+
+def test_vector_files_are_up_to_date() -> None:
+    assert _script(VECTORS / "generate.py").main(["--check"]) == 0, "run python protocol/vectors/generate.py"
+
+
+def test_spec_state_tables_are_generated_from_the_code() -> None:
+    """SPEC.md section 11 is the transition tables of the code, not a hand-written copy of them."""
+    generator = _script(VECTORS.parent / "generate.py")
+    assert generator.main(["--check"]) == 0, "run python protocol/generate.py"
+    spec = (VECTORS.parent / "SPEC.md").read_text(encoding="utf-8")
+    assert "| sharing | `roster`, `assign`, `shuffle_start`" in spec
+    assert "    registration --> sharing" in spec
 
 
 MESSAGES = _load("messages.json")
