@@ -1,0 +1,229 @@
+"""Every (state, message type) pair of both state machines: a legal transition or a recorded rejection.
+
+A small deterministic round (one false complainer, so that blame messages exist too) is recorded on
+the in-memory bus. It is then replayed, bit for bit, up to the moment a node enters each of its
+states, and that node is handed every kind of message the round produced (on its own topic and on a
+wrong one), mutated copies of them, and random bytes. Properties:
+
+- ``receive`` never raises, whatever it is given;
+- a message type the state's transition table does not list is recorded as IGNORE ``unexpected``;
+- a listed type is either accepted (no new rejection) or recorded as a rejection with a reason; an
+  accepted message moves the node only along an edge of its ``STATE_EDGES`` (or keeps its state);
+- a mutated message is a recorded rejection unless it decodes to the very same message;
+- random bytes are always a recorded REJECT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coutil.errors import RemoteProtocolError
+from coutil.net.memory import MemoryBus, Publication
+from coutil.protocol import codec, collector, crypto, subject, topics
+from coutil.protocol.collector import CollectorNode
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.messages import MESSAGE_TYPES, Fetch, Message, Vote
+from coutil.protocol.node import Outgoing, SeededRandom
+from coutil.protocol.subject import SubjectNode
+from coutil.protocol.subject_audit import SharedCaches
+from coutil.simulate import synthetic_dataset
+
+CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
+                     step_timeout=10.0, retry_interval=1.0, register_window=5.0, audit_window=20.0)
+N = 12
+SEED = 11
+
+
+class FalseComplainer(SubjectNode):
+    def _publish_group(self, message: Message) -> Outgoing:
+        if isinstance(message, Vote) and message.run == 0 and message.go:
+            message = dataclasses.replace(message, go=False)
+        return super()._publish_group(message)
+
+
+@dataclasses.dataclass
+class Round:
+    bus: MemoryBus
+    collector: CollectorNode
+    subjects: list[SubjectNode]
+    incompatible: SubjectNode
+
+
+def _build(complainer: int | None) -> Round:
+    data = synthetic_dataset(N, CONFIG, SEED)
+    qi = data.select(list(CONFIG.qi)).values
+    conf = data.select(list(CONFIG.confidential)).values
+    root = SeededRandom(SEED)
+    rng = root.fork("collector")
+    node = CollectorNode(CONFIG, identity=crypto.SigningKey.generate(rng.fork("identity")), rng=rng,
+                         round_id=root.fork("round").bytes(16))
+    caches = SharedCaches()
+    subjects = [
+        (FalseComplainer if i == complainer else SubjectNode)(
+            collector_key=node.public_key, qi=qi[i], confidential=conf[i], rng=root.fork(f"s{i}"), caches=caches,
+            retry_interval=1.0)
+        for i in range(N)
+    ]
+    # A subject whose record does not have the announced attributes (three QIs for a round of two).
+    odd = SubjectNode(collector_key=node.public_key, qi=(1.0, 2.0, 3.0), confidential=(4.0,),
+                      rng=root.fork("odd"), caches=caches)
+    bus = MemoryBus(seed=SEED, record_publications=True)
+    bus.add_node("collector", node)
+    for s in [*subjects, odd]:
+        bus.add_node(s.sid, s)
+    return Round(bus, node, subjects, odd)
+
+
+@functools.cache
+def _plan() -> tuple[int, int]:
+    """(the probed subject, the false complainer): two members of one group, found by a dry run."""
+    dry = _build(None)
+    dry.bus.run_until(until=500.0, predicate=lambda: dry.collector.finished)
+    group_of = dry.collector._group_of
+    target = 1
+    mates = [i for i, s in enumerate(dry.subjects) if i != target
+             and group_of[s.public_key] == group_of[dry.subjects[target].public_key]]
+    return target, mates[0]
+
+
+@functools.cache
+def _samples() -> tuple[Publication, ...]:
+    """Every distinct publication of a complete round with one false complainer, plus a fetch."""
+    target, complainer = _plan()
+    full = _build(complainer)
+    full.bus.run_until(until=500.0, predicate=lambda: full.collector.finished)
+    assert full.collector.finished and full.collector.outcome().completed
+    seen: dict[bytes, Publication] = {}
+    for publication in full.bus.publications or ():
+        seen.setdefault(publication.payload, publication)
+    someone = full.subjects[target]
+    assert someone._round_id is not None
+    fetch = Fetch(someone._round_id, someone.public_key, "release")
+    payload = codec.encode(fetch, someone._identity)
+    seen[payload] = Publication(0.0, someone.sid, topics.subject_up(someone._round_id, someone.public_key),
+                                payload, False)
+    tags = {_tag(p.payload) for p in seen.values()}
+    assert tags == set(MESSAGE_TYPES), set(MESSAGE_TYPES) - tags
+    return tuple(seen.values())
+
+
+def _tag(payload: bytes) -> str:
+    return codec.decode(payload).message.TAG
+
+
+def _reach(role: str, state: str) -> tuple[Round, Any]:
+    """Replay the recorded round until the probed node first enters ``state``."""
+    target, complainer = _plan()
+    replay = _build(complainer)
+    candidates: list[Any] = {
+        "collector": [replay.collector],
+        # The probed subject first; any honest one for a state she passes through within one event.
+        "subject": [replay.subjects[target], *(s for i, s in enumerate(replay.subjects) if i != complainer)],
+        "complainer": [replay.subjects[complainer]],
+        "incompatible": [replay.incompatible],
+    }[role]
+    if state not in ("created", "await_announce"):
+        replay.bus.run_until(until=500.0, predicate=lambda: any(c.state == state for c in candidates))
+    node = next((c for c in candidates if c.state == state), candidates[0])
+    assert node.state == state, (role, state, node.state)
+    return replay, node
+
+
+SUBJECT_STATES = [("subject", s) for s in ("await_announce", "registering", "registered", "sharing",
+                                          "await_release", "verdict_sent", "done")]
+SUBJECT_STATES += [("complainer", "excluded"), ("incompatible", "incompatible")]
+COLLECTOR_STATES = [("collector", s) for s in ("created", "registration", "sharing", "auditing", "done")]
+
+
+def _probe(node: Any, table: dict[str, dict[str, str]], edges: dict[str, tuple[str, ...]], topic: str,
+           payload: bytes, now: float) -> None:
+    before_state = node.state
+    before = len(node.rejections)
+    tag = _tag(payload)
+    node.receive(topic, payload, now)  # never raises: that is the first property
+    new = node.rejections[before:]
+    assert len(new) <= 1, new
+    if tag not in table.get(before_state, {}):
+        assert [r.reason for r in new] in (["unexpected"], ["wrong_round"], ["early"]), (before_state, tag, new)
+        assert all(r.ignored for r in new)
+        assert node.state == before_state
+    elif not new:
+        assert node.state == before_state or node.state in edges[before_state], (before_state, tag, node.state)
+
+
+@pytest.mark.parametrize(("role", "state"), SUBJECT_STATES + COLLECTOR_STATES)
+def test_every_message_type_in_every_state(role: str, state: str) -> None:
+    replay, node = _reach(role, state)
+    module = collector if role == "collector" else subject
+    now = replay.bus.now
+    wrong_topic = "coutil/v1/not/a/topic"
+    for publication in _samples():
+        _probe(node, module.TRANSITIONS, module.STATE_EDGES, publication.topic, publication.payload, now)
+        _probe(node, module.TRANSITIONS, module.STATE_EDGES, wrong_topic, publication.payload, now)
+
+
+@pytest.mark.parametrize(("role", "state"), [("subject", "sharing"), ("subject", "verdict_sent"),
+                                             ("collector", "registration"), ("collector", "sharing")])
+def test_mutated_messages_are_rejections_or_the_same_message(role: str, state: str) -> None:
+    replay, node = _reach(role, state)
+    samples = _samples()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(0, len(samples) - 1), st.data())
+    def check(index: int, data: st.DataObject) -> None:
+        publication = samples[index]
+        mutated = bytearray(publication.payload)
+        position = data.draw(st.integers(0, len(mutated) - 1))
+        mutated[position] ^= 1 << data.draw(st.integers(0, 7))
+        before = len(node.rejections)
+        node.receive(publication.topic, bytes(mutated), replay.bus.now)
+        if len(node.rejections) == before:
+            assert codec.decode(bytes(mutated)).message == codec.decode(publication.payload).message
+
+    check()
+
+
+@pytest.mark.parametrize(("role", "state"), [("subject", "sharing"), ("collector", "sharing")])
+def test_random_bytes_are_recorded_rejections(role: str, state: str) -> None:
+    replay, node = _reach(role, state)
+    topic: Callable[[], str] = lambda: (topics.ANNOUNCE if role == "subject"  # noqa: E731
+                                        else topics.all_subject_up(replay.collector.round_id).replace("+", "x"))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.binary(max_size=400))
+    def check(data: bytes) -> None:
+        before = len(node.rejections)
+        node.receive(topic(), data, replay.bus.now)
+        assert len(node.rejections) == before + 1
+        rejection = node.rejections[-1]
+        assert not rejection.ignored and rejection.reason in codec.REASONS
+
+    check()
+
+
+def test_the_probe_can_fail() -> None:
+    """A node that lets an exception escape, or accepts an unlisted type silently, fails the probe."""
+
+    class Crashing:
+        state = "sharing"
+        rejections: list[object] = []
+
+        def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+            raise RemoteProtocolError("boom")
+
+    class Silent(Crashing):
+        def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+            return []
+
+    payload = _samples()[0].payload
+    with pytest.raises(RemoteProtocolError):
+        _probe(Crashing(), {"sharing": {}}, {"sharing": ()}, "t", payload, 0.0)
+    with pytest.raises(AssertionError):
+        _probe(Silent(), {"sharing": {}}, {"sharing": ()}, "t", payload, 0.0)
