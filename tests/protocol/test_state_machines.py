@@ -212,8 +212,9 @@ def test_the_probe_can_fail() -> None:
     """A node that lets an exception escape, or accepts an unlisted type silently, fails the probe."""
 
     class Crashing:
-        state = "sharing"
-        rejections: list[object] = []
+        def __init__(self) -> None:
+            self.state = "sharing"
+            self.rejections: list[object] = []
 
         def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
             raise RemoteProtocolError("boom")
