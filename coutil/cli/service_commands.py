@@ -145,13 +145,15 @@ def export_command(
         err_console.print(f"round {info['round']}: {info['rows']} rows written to {output}")
 
 
-def _verdict_words(verdict: Any) -> str:
+def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:
     if verdict is None:
         return "no verdict: the round did not reach the audit"
     parts = [
         "ACCEPT" if verdict.accept else f"REJECT ({verdict.reason})",
         "your record is in the release" if verdict.included else "your record is NOT in the release",
         f"permutation distance d = {verdict.permutation_distance}",
+        "diversity v (variance of the release values within rank distance d of yours): "
+        + ", ".join(f"{name} {value:.6g}" for name, value in zip(names, verdict.variances, strict=True)),
         f"k-anonymous: {'yes' if verdict.k_anonymous else 'no'}",
         f"match plausible as a random one: {'yes' if verdict.plausible else 'no'} (p = {verdict.p_value:.3f})",
     ]
@@ -193,12 +195,13 @@ def join_command(
             "accept": audit.accept, "reason": audit.reason, "included": audit.included,
             "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
             "p_value": audit.p_value, "plausible": audit.plausible,
+            "variances": dict(zip(announced.qi_names + announced.confidential_names, audit.variances, strict=True)),
         },
     }
     if as_json:
         emit_json(result)
     else:
-        print(_verdict_words(audit))
+        print(_verdict_words(audit, announced.qi_names + announced.confidential_names))
     if audit is None:
         raise typer.Exit(int(ExitCode.ROUND_INCOMPLETE))
     if not audit.accept:

@@ -182,6 +182,8 @@ class CollectorNode:
             audit_deadline_after_release=c.audit_window,
             collector_kx=self._kx.public,
             min_permutation_distance=c.min_permutation_distance,
+            random_records=c.random_records,
+            alpha=c.alpha,
             manifest=c.manifest(),
         )
         self._params = params

@@ -25,6 +25,8 @@ from coutil.errors import InputError
 #: Hard caps that keep a single round within what one collector can hold.
 MAX_ATTRIBUTES = 64
 MAX_K = 1000
+#: Random records of a subject's plausibility test (a subject refuses a round asking for more).
+MAX_RANDOM_RECORDS = 10**7
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class RoundConfig:
             raise InputError("round config: retry_interval must not exceed step_timeout")
         if not isinstance(self.min_permutation_distance, int) or self.min_permutation_distance < 0:
             raise InputError("round config: min_permutation_distance must be a non-negative integer")
-        if not isinstance(self.random_records, int) or not 0 <= self.random_records <= 10**7:
+        if not isinstance(self.random_records, int) or not 0 <= self.random_records <= MAX_RANDOM_RECORDS:
             raise InputError("round config: random_records must be an integer in [0, 10^7]")
         if not isinstance(self.alpha, (int, float)) or not 0.0 < float(self.alpha) < 1.0:
             raise InputError("round config: alpha must be in (0, 1)")

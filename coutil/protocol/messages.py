@@ -32,6 +32,9 @@ class RoundParams:
     collector_kx: bytes
     #: Audit thresholds the collector promises (a subject may apply stricter ones of her own).
     min_permutation_distance: int
+    #: Random records each subject draws for her plausibility test, and its significance level.
+    random_records: int
+    alpha: float
     #: Transparency manifest (Definition 4 of paper 002): every parameter except random seeds.
     manifest: tuple[tuple[str, str], ...] = ()
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
+from coutil.protocol.config import MAX_RANDOM_RECORDS
 from coutil.protocol.messages import (
     COLLECTOR_TAGS,
     Announce,
@@ -266,6 +267,11 @@ class SubjectNode:
         if len(params.qi_names) != len(self._qi) or len(params.confidential_names) != len(self._confidential):
             self._set_state("incompatible")
             self._event("incompatible", reason="attribute_count")
+            return []
+        if params.random_records > MAX_RANDOM_RECORDS or not 0.0 < params.alpha < 1.0:
+            # An audit she cannot (or should not) run: she does not take part.
+            self._set_state("incompatible")
+            self._event("incompatible", reason="audit_parameters")
             return []
         if now > params.register_deadline:
             raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)

@@ -33,6 +33,8 @@ class ReleaseView:
 
 @dataclass(frozen=True)
 class SubjectVerdict:
+    """The subject's own audit result. Only accept, reason, included, d and plausible go on the wire."""
+
     accept: bool
     reason: str
     included: bool
@@ -40,6 +42,9 @@ class SubjectVerdict:
     permutation_distance: int
     p_value: float
     plausible: bool
+    #: v: per attribute (QIs then confidential), the population variance of the release values within
+    #: rank distance d of hers (paper 002, Definition 1, condition 2). Kept local: never sent or logged.
+    variances: tuple[float, ...] = ()
 
 
 class SharedCaches:
@@ -111,12 +116,13 @@ def audit_release(
     group: int,
     params: RoundParams,
     caches: SharedCaches,
-    random_records: int = 1000,
-    alpha: float = 0.05,
 ) -> SubjectVerdict:
-    """The subject's audit of a release; never raises on a malformed release (it is a complaint)."""
+    """The subject's audit of a release; never raises on a malformed release (it is a complaint).
+
+    The plausibility test draws ``params.random_records`` random records and uses ``params.alpha``.
+    """
     try:
-        view = caches.release_view(release, digest, random_records)
+        view = caches.release_view(release, digest, params.random_records)
     except (ValueError, KeyError):
         return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
     n_qi = len(qi)
@@ -138,9 +144,10 @@ def audit_release(
     index = view.index
     lo, hi = index.star(record)  # type: ignore[attr-defined]
     distance = int(index.nearest(lo, hi, want_ties=False).distance[0])  # type: ignore[attr-defined]
+    variances = index.window_variance(lo, hi, [distance])[0]  # type: ignore[attr-defined]
     null = view.null_distances
     p_value = float(np.searchsorted(null, distance, side="right") / null.size) if null.size else 1.0
-    plausible = p_value >= alpha
+    plausible = p_value >= params.alpha
     if not included:
         reason = "not_included"
     elif not k_anonymous:
@@ -149,4 +156,5 @@ def audit_release(
         reason = "distance_below_promise"
     else:
         reason = "ok"
-    return SubjectVerdict(reason == "ok", reason, included, k_anonymous, distance, p_value, plausible)
+    return SubjectVerdict(reason == "ok", reason, included, k_anonymous, distance, p_value, plausible,
+                          tuple(float(v) for v in variances))

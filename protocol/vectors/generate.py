@@ -81,7 +81,7 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
     c, s0, s1 = COLLECTOR.public, SUBJECTS[0].public, SUBJECTS[1].public
     members = tuple(sorted(k.public for k in SUBJECTS))
     params = RoundParams(("age", "height"), ("income",), 3, "mdav", 1700000030.0, 20.0, 60.0, KX[0].public, 1,
-                         (("method", "mdav"), ("protocol", "coutil/v1"), ("k", "3")))
+                         1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v1"), ("k", "3")))
     d = hashlib.sha256(b"digest").digest()
     return [
         ("announce", COLLECTOR, Announce(ROUND_ID, c, params)),

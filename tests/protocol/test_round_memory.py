@@ -269,3 +269,26 @@ def test_bad_simulation_files_are_input_errors(tmp_path: Path, text: str, messag
     path.write_text(text)
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_simulation(path)
+
+
+@needs_nodes
+def test_each_subject_audits_the_release_like_the_reference_audit() -> None:
+    """Every subject's own d and v equal the plain reference computation on the release (tests/audit)."""
+    from tests.audit.test_ranks import ref_nearest, ref_star, ref_window_variance
+
+    config = RoundConfig(qi=("age", "height"), confidential=("income",), k=4, random_records=300, alpha=0.2)
+    data = synthetic_dataset(30, config, 12)
+    report = run_memory_round(data, config, seed=12, keep_nodes=True)
+    assert report.completed and report.bus is not None
+    release = report.outcome.rows
+    for i, sid in enumerate(report.sids):
+        audit = report.bus.node(sid).audit  # type: ignore[attr-defined]
+        record = data.values[i]
+        lo, hi = ref_star(release, record)
+        distance, _ = ref_nearest(release, lo, hi)
+        assert audit.permutation_distance == distance
+        expected_v = [ref_window_variance(release, lo[j], hi[j], distance, j) for j in range(release.shape[1])]
+        assert audit.variances == pytest.approx(expected_v, rel=1e-9, abs=1e-9)
+        # The announced alpha is the one applied: plausible exactly when p >= 0.2.
+        assert audit.plausible == (audit.p_value >= 0.2)
+        assert audit.included and audit.accept
