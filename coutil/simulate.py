@@ -188,8 +188,10 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int) -> Round
     collector_rng = root.fork("collector")
     identity = crypto.SigningKey.generate(collector_rng.fork("identity"))
     round_id = root.fork("round").bytes(16)
-    collector = CollectorNode(config, identity=identity, rng=collector_rng, round_id=round_id)
+    # One decode cache for every node of the process: each message is verified once, not once per receiver.
     caches = SharedCaches()
+    collector = CollectorNode(config, identity=identity, rng=collector_rng, round_id=round_id,
+                              decode_cache=caches.decode_cache)
     subjects: list[Any] = []
     node_ids: list[str] = []
     seen: set[str] = set()

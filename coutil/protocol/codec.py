@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import math
 import typing
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -334,6 +335,38 @@ def decode(data: bytes, limits: Limits | None = None) -> Decoded:
     if not crypto.verify(message.sender, SIGNATURE_DOMAIN + payload, signature):
         raise RemoteProtocolError("bad_signature", f"{body[0]} signature does not verify under its sender")
     return Decoded(message, payload, payload_digest(payload), bytes(data))
+
+
+class DecodeCache:
+    """`decode` memoized for the nodes one process hosts (LRU; successes only).
+
+    Decoding and verifying a message is a pure function of its bytes and the limits, so the nodes of
+    one process (a simulation, a subject swarm, `coutil run`) verify each message once instead of
+    once per receiver: a group message reaches every member and the collector. Large payloads (a
+    release) get a small cache of their own so that they never evict thousands of small messages.
+    """
+
+    LARGE = 64 * 1024
+
+    def __init__(self, capacity: int = 8192, large_capacity: int = 4) -> None:
+        self._small: OrderedDict[tuple[Limits, bytes], Decoded] = OrderedDict()
+        self._large: OrderedDict[tuple[Limits, bytes], Decoded] = OrderedDict()
+        self._capacity = capacity
+        self._large_capacity = large_capacity
+
+    def decode(self, data: bytes, limits: Limits) -> Decoded:
+        large = len(data) > self.LARGE
+        cache, capacity = (self._large, self._large_capacity) if large else (self._small, self._capacity)
+        key = (limits, data)
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+        decoded = decode(data, limits)
+        cache[key] = decoded
+        if len(cache) > capacity:
+            cache.popitem(last=False)
+        return decoded
 
 
 def encode_payload(message: Message) -> bytes:

@@ -37,6 +37,7 @@ from coutil.protocol.messages import (
 )
 from coutil.protocol.node import Event, Outgoing, RandomSource, Rejection
 from coutil.protocol.retry import Resender
+from coutil.protocol.schedule import TimerHeap
 from coutil.sdc.mdav import mdav
 
 #: state -> message tag -> handler name; anything else is recorded as ignored.
@@ -109,6 +110,7 @@ class CollectorNode:
         rng: RandomSource,
         round_id: bytes,
         limits: codec.Limits | None = None,
+        decode_cache: codec.DecodeCache | None = None,
     ) -> None:
         if len(round_id) != 16:
             raise ValueError("round_id must be 16 bytes")
@@ -119,6 +121,8 @@ class CollectorNode:
         self._rng = rng
         self.round_id = round_id
         self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.max_message_bytes)
+        #: Shared with the subjects hosted in the same process, if any (see `codec.DecodeCache`).
+        self._decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache(capacity=1024)
         self._kx = crypto.KxKey.generate(rng)
         self.state = "created"
         self.rejections: list[Rejection] = []
@@ -140,6 +144,11 @@ class CollectorNode:
         self._verdicts: dict[bytes, Verdict] = {}
         self._deadline: float | None = None
         self._reveal_opened = False
+        # Indexes that keep every step O(log n) in the number of groups (a round has thousands):
+        self._active: set[int] = set()  # groups whose records are still sealed
+        self._unready: set[int] = set()  # active groups not yet all-go on their final batch
+        self._group_timers: TimerHeap[int] = TimerHeap()  # next deadline or relay per active group
+        self._awaiting_verdicts: set[bytes] = set()
         self._phase_started: dict[str, float] = {}
         self._phase_times: dict[str, float] = {}
         self._announce_out: Outgoing | None = None
@@ -160,11 +169,7 @@ class CollectorNode:
         return events
 
     def next_timer(self) -> float | None:
-        times = [t for t in (self._resend.next_due(), self._deadline) if t is not None]
-        for group in self._groups.values():
-            if group.active:
-                times.append(group.deadline)
-                times.append(self._relay_due(group))
+        times = [t for t in (self._resend.next_due(), self._deadline, self._group_timers.next_time()) if t is not None]
         return min(times) if times else None
 
     def start(self, now: float, *, started_at: float | None = None) -> list[Outgoing]:
@@ -200,7 +205,7 @@ class CollectorNode:
         self._now = now
         out: list[Outgoing] = []
         try:
-            decoded = codec.decode(payload, self._limits)
+            decoded = self._decode_cache.decode(payload, self._limits)
             message = decoded.message
             if message.round_id != self.round_id:
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
@@ -232,12 +237,18 @@ class CollectorNode:
             elif self.state == "auditing":
                 self._finish(now)
         if self.state == "sharing":
-            for group in list(self._groups.values()):
-                if group.active and now >= group.deadline:
+            touched: list[GroupState] = []
+            for label in self._group_timers.pop_due(now):
+                group = self._groups[label]
+                if not group.active:
+                    continue
+                if now >= group.deadline:
                     out.extend(self._group_timeout(group, now))
-                elif group.active and now >= self._relay_due(group):
+                elif now >= self._relay_due(group):
                     out.extend(self._relay(group, now))
-            out.extend(self._progress(now))
+                self._track(group)
+                touched.append(group)
+            out.extend(self._progress(touched, now))
         return out
 
     # ------------------------------------------------------------------ helpers
@@ -345,6 +356,7 @@ class CollectorNode:
         message = group.new_run(self.round_id, self.public_key, excluded, now + self.config.step_timeout)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
         group.data.relay.append(out.payload)
+        self._track(group)
         self._resend.arm(("shuffle_start", group.label), out, now)
         self._event("run_started", group=group.label, run=group.run, size=len(group.members))
         return [out]
@@ -359,46 +371,63 @@ class CollectorNode:
             self._resend.cancel(("assign", message.sender))
             if group.all_keys():
                 self._resend.cancel(("shuffle_start", group.label))
-        return self._progress(now)
+        self._track(group)
+        return self._progress([group], now)
 
-    def _progress(self, now: float) -> list[Outgoing]:
-        """Act on every group whose state allows it, then on the round."""
+    def _track(self, group: GroupState) -> None:
+        """Update the indexes after anything happened to ``group``."""
+        label = group.label
+        if group.active:
+            self._active.add(label)
+            if group.ready:
+                self._unready.discard(label)
+            else:
+                self._unready.add(label)
+            self._group_timers.set(label, min(group.deadline, self._relay_due(group)))
+        else:
+            self._active.discard(label)
+            self._unready.discard(label)
+            self._group_timers.discard(label)
+
+    def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
+        """Act on the groups that just changed, then on the round."""
         out: list[Outgoing] = []
-        for group in list(self._groups.values()):
+        for group in touched:
             if not group.active:
                 continue
             if group.blame_complete():
                 out.extend(self._resolve_blame(group, now))
             elif group.reveals_complete():
                 out.extend(self._open_group(group, now))
-        active = [g for g in self._groups.values() if g.active]
-        if active and not self._reveal_opened and all(g.ready for g in active):
-            # Barrier: no group reveals before every group has voted go, so a group that falls below
-            # k later can still merge with a group whose records are not yet opened.
-            self._reveal_opened = True
-            for group in active:
-                message = group.reveal_open_message(self.round_id, self.public_key)
-                msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
-                self._resend.arm(("reveal_open", group.label), msg, now)
-                group.data.relay.append(msg.payload)
-                out.append(msg)
-                group.deadline = now + self.config.step_timeout
-                group.next_relay = None
-            self._event("reveal_open", groups=len(active))
-        elif self._reveal_opened:
-            for group in active:
-                if group.ready and not group.reveal_sent:
-                    message = group.reveal_open_message(self.round_id, self.public_key)
-                    msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
-                    self._resend.arm(("reveal_open", group.label), msg, now)
-                    group.data.relay.append(msg.payload)
-                    out.append(msg)
-        if self.state == "sharing" and self._groups and not any(g.active for g in self._groups.values()):
+        if not self._reveal_opened:
+            if self._active and not self._unready:
+                # Barrier: no group reveals before every group has voted go, so a group that falls
+                # below k later can still merge with a group whose records are not yet opened.
+                self._reveal_opened = True
+                for label in sorted(self._active):
+                    out.extend(self._send_reveal_open(self._groups[label], now))
+                self._event("reveal_open", groups=len(self._active))
+        else:
+            for group in touched:
+                if group.active and group.ready and not group.reveal_sent:
+                    out.extend(self._send_reveal_open(group, now))
+        if self.state == "sharing" and self._groups and not self._active:
             out.extend(self._publish_release(now))
         return out
 
+    def _send_reveal_open(self, group: GroupState, now: float) -> list[Outgoing]:
+        message = group.reveal_open_message(self.round_id, self.public_key)
+        msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+        self._resend.arm(("reveal_open", group.label), msg, now)
+        group.data.relay.append(msg.payload)
+        group.deadline = now + self.config.step_timeout
+        group.next_relay = None
+        self._track(group)
+        return [msg]
+
     def _open_group(self, group: GroupState, now: float) -> list[Outgoing]:
         records = group.open_records(self.round_id, self._kx, len(self.config.confidential))
+        self._track(group)
         self._records[group.label] = records
         self._resend.cancel(("reveal_open", group.label))
         message = group.done_message(self.round_id, self.public_key)
@@ -421,10 +450,13 @@ class CollectorNode:
 
     def _relay(self, group: GroupState, now: float) -> list[Outgoing]:
         """Re-publish a stalled run's messages on its control topic (see `collector_groups`)."""
-        group.next_relay = now + self.config.retry_interval
         silent = group.silent_members()
         if not silent:
-            return []  # not stalled: waiting at the reveal barrier for other groups
+            # Not stalled: ready and waiting at the reveal barrier for other groups. Nothing to relay
+            # before the deadline, which then just moves on.
+            group.next_relay = group.deadline
+            return []
+        group.next_relay = now + self.config.retry_interval
         self._event("relayed", group=group.label, run=group.run, messages=len(group.data.relay))
         topic = topics.group_control(self.round_id, group.label)
         out = [Outgoing(topic, payload) for payload in group.data.relay]
@@ -452,17 +484,19 @@ class CollectorNode:
         group.set_members(remaining, self._index_of)
         if len(remaining) >= self.config.k:
             return self._start_run(group, culprits, now)
-        target = merge_target(group, self._groups.values(), self._centroid_of)
+        target = merge_target(group, self._groups.values(), self._centroid_of) if remaining else None
         if target is None:
             # No group left whose records are still sealed: these members cannot be protected.
             for key in remaining:
                 self._excluded[key] = "below_k_no_partner"
             group.dissolve()
+            self._track(group)
             self._event("dissolved", group=group.label, members=len(remaining))
             return self._start_run_close(group, culprits + tuple((m, "below_k_no_partner") for m in remaining), now)
         moved = remaining
         target.set_members(tuple(sorted(target.members + moved)), self._index_of)
         group.dissolve()
+        self._track(group)
         self._event("merged", group=group.label, into=target.label, moved=len(moved))
         out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now)
         for key in moved:
@@ -510,7 +544,9 @@ class CollectorNode:
         release = Release(self.round_id, self.public_key, self.config.columns, tuple(ids), tuple(sizes),
                           matrix.astype("<f8").tobytes(), self._tree.root)
         self._release_out = Outgoing(topics.release(self.round_id), self._sign(release), retain=True)
-        self._resend.cancel_where(lambda key: True)
+        self._resend.clear()
+        self._awaiting_verdicts = {key for key in self._registrations
+                                   if key not in self._excluded and key not in self._verdicts}
         self._deadline = now + self.config.audit_window
         self._event("released", rows=int(matrix.shape[0]), groups=len(ids))
         self._enter("auditing")
@@ -527,12 +563,10 @@ class CollectorNode:
         self._verdicts[message.sender] = message
         ack = VerdictAck(self.round_id, self.public_key, message.sender, digest)
         out = [Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))]
-        if self.state == "auditing" and self._all_verdicts_in():
+        self._awaiting_verdicts.discard(message.sender)
+        if self.state == "auditing" and not self._awaiting_verdicts:
             self._finish(now)
         return out
-
-    def _all_verdicts_in(self) -> bool:
-        return all(key in self._verdicts for key in self._registrations if key not in self._excluded)
 
     def _finish(self, now: float) -> None:
         self._deadline = None

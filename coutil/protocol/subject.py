@@ -43,9 +43,6 @@ from coutil.protocol.retry import Resender
 from coutil.protocol.shuffle import batch_digest, collector_aad, inner_aad, outer_aad
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict, audit_release
 
-#: Payloads above this size are decoded through the shared cache.
-LARGE_PAYLOAD = 64 * 1024
-
 #: state -> message tag -> handler name. Anything else is recorded as ignored ("unexpected").
 TRANSITIONS: dict[str, dict[str, str]] = {
     "await_announce": {"announce": "_on_announce"},
@@ -201,12 +198,8 @@ class SubjectNode:
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         self._now = now
         try:
-            # Large payloads (the release) are memoized: in a simulation every subject receives the
-            # same bytes object, and decoding/verifying it is a pure function of those bytes.
-            if len(payload) > LARGE_PAYLOAD:
-                decoded = self._caches.decode(payload, self._limits)
-            else:
-                decoded = codec.decode(payload, self._limits)
+            # Decoding and verifying is a pure function of the bytes: the nodes of one process share it.
+            decoded = self._caches.decode(payload, self._limits)
             message = decoded.message
             handler_name = TRANSITIONS[self.state].get(message.TAG)
             if handler_name is None:

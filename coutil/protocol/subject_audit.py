@@ -23,12 +23,16 @@ from coutil.protocol.messages import Release, RoundParams
 
 @dataclass(frozen=True)
 class ReleaseView:
-    """A decoded release, with its rank index and random-record null distribution."""
+    """A decoded release, with its rank index, random-record null distribution and k-anonymity."""
 
     rows: NDArray[np.float64]
     group_slices: dict[int, slice]
     index: object  # coutil.audit.ranks.RankIndex
     null_distances: NDArray[np.int64]  # sorted ascending
+    #: Smallest group (0 for an empty release).
+    min_group_size: int
+    #: Every group's rows share one QI vector (the first ``n_qi`` columns).
+    single_qi_vector: bool
 
 
 @dataclass(frozen=True)
@@ -48,29 +52,23 @@ class SubjectVerdict:
 
 
 class SharedCaches:
-    """Memoizes pure functions of received bytes (keyed by the bytes object: identity then equality)."""
+    """Memoizes pure functions of received bytes, shared by the subjects one process hosts: message
+    decoding (`codec.DecodeCache`) and the release's rank index and null distribution."""
 
-    def __init__(self, capacity: int = 4) -> None:
-        self._decoded: OrderedDict[bytes, codec.Decoded] = OrderedDict()
+    def __init__(self, capacity: int = 4, decode_cache: codec.DecodeCache | None = None) -> None:
+        self.decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache()
         self._views: OrderedDict[bytes, ReleaseView] = OrderedDict()
         self._capacity = capacity
 
     def decode(self, payload: bytes, limits: codec.Limits) -> codec.Decoded:
-        hit = self._decoded.get(payload)
-        if hit is not None:
-            return hit
-        decoded = codec.decode(payload, limits)
-        self._decoded[payload] = decoded
-        while len(self._decoded) > self._capacity:
-            self._decoded.popitem(last=False)
-        return decoded
+        return self.decode_cache.decode(payload, limits)
 
-    def release_view(self, release: Release, digest: bytes, random_records: int) -> ReleaseView:
-        key = digest + random_records.to_bytes(8, "big")
+    def release_view(self, release: Release, digest: bytes, random_records: int, n_qi: int) -> ReleaseView:
+        key = digest + random_records.to_bytes(8, "big") + n_qi.to_bytes(4, "big")
         hit = self._views.get(key)
         if hit is not None:
             return hit
-        view = build_release_view(release, digest, random_records)
+        view = build_release_view(release, digest, random_records, n_qi)
         self._views[key] = view
         while len(self._views) > self._capacity:
             self._views.popitem(last=False)
@@ -85,7 +83,7 @@ def release_matrix(release: Release) -> NDArray[np.float64]:
     return rows.reshape(-1, m).astype(np.float64)
 
 
-def build_release_view(release: Release, digest: bytes, random_records: int) -> ReleaseView:
+def build_release_view(release: Release, digest: bytes, random_records: int, n_qi: int) -> ReleaseView:
     from coutil.audit.ranks import RankIndex
 
     rows = release_matrix(release)
@@ -94,6 +92,11 @@ def build_release_view(release: Release, digest: bytes, random_records: int) -> 
     for group, size in zip(release.group_ids, release.group_sizes, strict=True):
         slices[group] = slice(start, start + size)
         start += size
+    if start != rows.shape[0] or n_qi >= rows.shape[1]:
+        raise ValueError("release groups do not cover its rows, or too few columns")
+    sizes = np.asarray(release.group_sizes, dtype=np.int64)
+    first_row = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    single_qi_vector = bool(np.all(rows[:, :n_qi] == rows[first_row, :n_qi]))
     index = RankIndex.build(rows)
     rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
     n, m = rows.shape
@@ -104,7 +107,8 @@ def build_release_view(release: Release, digest: bytes, random_records: int) -> 
         null = np.sort(np.asarray(index.nearest(lo, hi, want_ties=False).distance, dtype=np.int64))
     else:
         null = np.zeros(0, dtype=np.int64)
-    return ReleaseView(rows, slices, index, null)
+    return ReleaseView(rows, slices, index, null, int(sizes.min()) if sizes.size else 0,
+                       single_qi_vector)
 
 
 def audit_release(
@@ -121,20 +125,15 @@ def audit_release(
 
     The plausibility test draws ``params.random_records`` random records and uses ``params.alpha``.
     """
+    n_qi = len(qi)
     try:
-        view = caches.release_view(release, digest, params.random_records)
+        view = caches.release_view(release, digest, params.random_records, n_qi)
     except (ValueError, KeyError):
         return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
-    n_qi = len(qi)
     rows = view.rows
     if rows.shape[1] != n_qi + len(confidential):
         return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
-    k_anonymous = bool(release.group_sizes) and min(release.group_sizes) >= params.k
-    for piece in view.group_slices.values():
-        block = rows[piece, :n_qi]
-        if block.shape[0] and not np.all(block == block[0]):
-            k_anonymous = False
-            break
+    k_anonymous = bool(release.group_sizes) and view.min_group_size >= params.k and view.single_qi_vector
     mine = view.group_slices.get(group)
     included = False
     if mine is not None:

@@ -1,0 +1,59 @@
+"""The subject's checks on a release (SPEC section 10), on hand-made releases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coutil.protocol.messages import Release, RoundParams
+from coutil.protocol.subject_audit import SharedCaches, audit_release
+
+PARAMS = RoundParams(("a", "b"), ("c",), 2, "mdav", 0.0, 1.0, 1.0, bytes(32), 0, 200, 0.05)
+ROUND, COLLECTOR = bytes(16), bytes(32)
+
+
+def _release(rows: list[list[float]], sizes: tuple[int, ...], columns: int = 3) -> Release:
+    matrix = np.asarray(rows, dtype="<f8").reshape(-1, columns)
+    return Release(ROUND, COLLECTOR, ("a", "b", "c")[:columns], tuple(range(len(sizes))), sizes,
+                   matrix.tobytes(), bytes(32))
+
+
+GOOD = [[1, 1, 10], [1, 1, 11], [5, 5, 20], [5, 5, 21], [5, 5, 22]]
+
+
+def _audit(release: Release, confidential: float = 11.0, group: int = 0, params: RoundParams = PARAMS) -> object:
+    digest = bytes([len(release.rows) % 256]) * 32
+    return audit_release(release, digest, qi=(1.2, 0.9), confidential=(confidential,), group=group,
+                         params=params, caches=SharedCaches())
+
+
+def test_an_honest_release_is_accepted() -> None:
+    verdict = _audit(_release(GOOD, (2, 3)))
+    assert verdict.accept and verdict.reason == "ok" and verdict.included and verdict.k_anonymous  # type: ignore[attr-defined]
+    assert len(verdict.variances) == 3  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("rows", "sizes", "mine", "reason"), [
+    (GOOD, (1, 4), 10.0, "not_k_anonymous"),  # a group below k
+    ([[1, 1, 10], [1, 2, 11], [5, 5, 20], [5, 5, 21], [5, 5, 22]], (2, 3), 11.0, "not_k_anonymous"),  # 2 QI vectors
+    ([[1, 1, 10], [1, 1, 12], [5, 5, 11], [5, 5, 21], [5, 5, 22]], (2, 3), 11.0, "not_included"),  # mine elsewhere
+])
+def test_bad_releases_are_complaints(rows: list[list[float]], sizes: tuple[int, ...], mine: float,
+                                     reason: str) -> None:
+    verdict = _audit(_release(rows, sizes), confidential=mine)
+    assert not verdict.accept and verdict.reason == reason  # type: ignore[attr-defined]
+
+
+def test_malformed_releases_are_complaints_not_crashes() -> None:
+    two_columns = _release([[1, 1], [1, 1]], (2,), columns=2)
+    assert _audit(two_columns).reason == "malformed_release"  # type: ignore[attr-defined]
+    wrong_sizes = _release(GOOD, (2, 2))
+    assert _audit(wrong_sizes).reason == "malformed_release"  # type: ignore[attr-defined]
+    ragged = Release(ROUND, COLLECTOR, ("a", "b", "c"), (0,), (1,), b"\x00" * 20, bytes(32))
+    assert _audit(ragged).reason == "malformed_release"  # type: ignore[attr-defined]
+
+
+def test_distance_below_the_promise_is_a_complaint() -> None:
+    strict = RoundParams(("a", "b"), ("c",), 2, "mdav", 0.0, 1.0, 1.0, bytes(32), 4, 200, 0.05)
+    verdict = _audit(_release(GOOD, (2, 3)), params=strict)
+    assert verdict.reason == "distance_below_promise" and verdict.permutation_distance < 4  # type: ignore[attr-defined]
