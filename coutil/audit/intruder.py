@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -88,6 +88,39 @@ class IntruderAttack:
 
     def _support(self) -> int:
         return max(self.original_counts.size, self.random.counts.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, as printed by ``coutil attack --json`` (the documented keys; 1-based rows of Z).
+
+        ``linkages``: record, matches (ascending), distance and p_value; ``original_distribution`` and
+        ``random_distribution``: distance (a string) -> frequency; ``hellinger``; ``random_records``;
+        with a true mapping, the correct-linkage figures.
+        """
+        distances = self.distances.tolist()
+        p_values = self.p_values.tolist()
+        out: dict[str, Any] = {
+            "method": "intruder",
+            "linkages": [
+                {
+                    "record": i + 1,
+                    "matches": (np.asarray(rows, dtype=np.int64) + 1).tolist(),
+                    "distance": distance,
+                    "p_value": p_value,
+                }
+                for i, (rows, distance, p_value) in enumerate(zip(self.matches, distances, p_values, strict=True))
+            ],
+            "original_distribution": {str(d): f for d, f in self.original_distribution().items()},
+            "random_distribution": {str(d): f for d, f in self.random_distribution().items()},
+            "hellinger": self.hellinger,
+            "random_records": {
+                "count": self.random.total,
+                "exhaustive": self.random.exhaustive,
+                "seed": self.random.seed,
+            },
+        }
+        if self.score is not None:
+            out.update(self.score.to_dict())
+        return out
 
 
 def _frequencies(counts: IntArray, size: int) -> dict[int, float]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -58,6 +58,14 @@ class LinkageScore:
     #: Number of original records linked to several release records.
     multiple: int
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON keys shared by every ``coutil attack`` method."""
+        return {
+            "correct_linkage_rate": self.correct_rate,
+            "unique_correct": self.unique_correct,
+            "multiple_matches": self.multiple,
+        }
+
 
 @dataclass(frozen=True)
 class LinkageResult:
@@ -69,6 +77,25 @@ class LinkageResult:
     distances: FloatMatrix
     #: None when the true mapping was not given.
     score: LinkageScore | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, as printed by ``coutil attack --method distance|global --json`` (1-based rows)."""
+        distances = self.distances.tolist()
+        out: dict[str, Any] = {
+            "method": self.method,
+            "linkages": [
+                {
+                    "record": i + 1,
+                    "matches": (np.asarray(rows, dtype=np.int64) + 1).tolist(),
+                    # An original record left without a partner by the one-to-one assignment: null.
+                    "distance": None if math.isnan(distance) else distance,
+                }
+                for i, (rows, distance) in enumerate(zip(self.matches, distances, strict=True))
+            ],
+        }
+        if self.score is not None:
+            out.update(self.score.to_dict())
+        return out
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,24 @@ class IntersectionResult:
     #: Fraction of original records whose true record is in the candidate set (1.0 when p is right).
     contains_true_fraction: float | None
     score: LinkageScore | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, as printed by ``coutil attack --method intersection --json`` (1-based rows)."""
+        out: dict[str, Any] = {
+            "method": "intersection",
+            "window": self.window,
+            "linkages": [
+                {"record": i + 1, "matches": (np.asarray(rows, dtype=np.int64) + 1).tolist()}
+                for i, rows in enumerate(self.candidates)
+            ],
+            "mean_candidate_size": self.mean_candidate_size,
+            "unique_fraction": self.unique_fraction,
+        }
+        if self.score is not None:
+            out["contains_true_fraction"] = self.contains_true_fraction
+            out["unique_correct_fraction"] = self.unique_correct_fraction
+            out.update(self.score.to_dict())
+        return out
 
 
 def resolve_true_mapping(

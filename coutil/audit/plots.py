@@ -26,6 +26,13 @@ def _pyplot() -> Any:
     return plt
 
 
+#: Up to this many distances the bars stand side by side with a tick each (Figure 1 of the paper);
+#: beyond, they are overlaid, semi-transparent, with automatic ticks (Figures 2-3: hundreds of distances).
+SIDE_BY_SIDE_MAX = 30
+#: Figure width in inches: grows with the number of distances up to this cap, so that it stays readable.
+MAX_WIDTH = 12.0
+
+
 def plot_distance_distributions(
     original: Mapping[int, float],
     random: Mapping[int, float],
@@ -34,9 +41,11 @@ def plot_distance_distributions(
     title: str = "Permutation distance of the match in Z",
     original_label: str = "original records (X)",
     random_label: str = "random records (T)",
+    hellinger: float | None = None,
 ) -> Path:
-    """Draw the two distance distributions as side-by-side bars per distance and save to ``path``.
+    """Draw the two distance distributions (frequency per distance) and save to ``path``.
 
+    Few distances: side-by-side bars; many: overlaid bars. ``hellinger`` is printed in the legend.
     The file format follows the suffix (png, pdf, svg...). Returns the path written.
     """
     target = Path(path)
@@ -44,27 +53,29 @@ def plot_distance_distributions(
     if not distances:
         raise InputError("nothing to plot: both distributions are empty")
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.45 * len(distances) + 2), 4.0))
+    from matplotlib.ticker import MaxNLocator
+
+    side_by_side = len(distances) <= SIDE_BY_SIDE_MAX
+    width_inches = min(MAX_WIDTH, max(6.0, 0.45 * len(distances) + 2)) if side_by_side else MAX_WIDTH
+    figure, axes = plt.subplots(figsize=(width_inches, 4.5))
     try:
-        width = 0.4
-        positions = range(len(distances))
-        axes.bar(
-            [p - width / 2 for p in positions],
-            [original.get(d, 0.0) for d in distances],
-            width,
-            label=original_label,
-        )
-        axes.bar(
-            [p + width / 2 for p in positions],
-            [random.get(d, 0.0) for d in distances],
-            width,
-            label=random_label,
-        )
-        axes.set_xticks(list(positions))
-        axes.set_xticklabels([str(d) for d in distances])
+        heights_original = [original.get(d, 0.0) for d in distances]
+        heights_random = [random.get(d, 0.0) for d in distances]
+        if side_by_side:
+            width = 0.4
+            axes.bar([d - width / 2 for d in distances], heights_original, width, label=original_label)
+            axes.bar([d + width / 2 for d in distances], heights_random, width, label=random_label)
+            axes.set_xticks(distances)
+        else:
+            axes.bar(distances, heights_original, 1.0, alpha=0.55, label=original_label)
+            axes.bar(distances, heights_random, 1.0, alpha=0.55, label=random_label)
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_xlabel("permutation distance")
         axes.set_ylabel("frequency")
         axes.set_title(title)
+        if hellinger is not None:
+            # An invisible artist puts the figure's summary into the legend box.
+            axes.plot([], [], " ", label=f"Hellinger distance {hellinger:.3f}")
         axes.legend()
         figure.tight_layout()
         try:

@@ -377,25 +377,64 @@ class RankIndex:
 
     # ----------------------------------------------------------------------------------- windows
 
+    def window_bounds(self, star_lo: ArrayLike, star_hi: ArrayLike, d: ArrayLike) -> tuple[IntMatrix, IntMatrix]:
+        """0-based first and last sorted positions of the windows S^j(d): ranks in [lo - d, hi + d] ∩ [1, n].
+
+        ``star_lo/star_hi`` are (r x m); ``d`` is a scalar, one distance per query (r,) or one per query
+        and attribute (r x m, the vector form d^j of (d, v, f)-permuted privacy). Distances are >= 0.
+        """
+        lo = np.asarray(star_lo, dtype=np.int64)
+        hi = np.asarray(star_hi, dtype=np.int64)
+        if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != self.m:
+            raise InputError(f"star intervals must be two (r x {self.m}) arrays, got {lo.shape}, {hi.shape}")
+        distance = np.asarray(d, dtype=np.int64)
+        if distance.ndim == 1:
+            if distance.shape[0] != lo.shape[0]:
+                raise InputError(f"window distances: expected one per query ({lo.shape[0]}), got {distance.shape[0]}")
+            distance = distance[:, None]
+        elif distance.ndim == 2 and distance.shape != lo.shape:
+            raise InputError(f"window distances: expected shape {lo.shape}, got {distance.shape}")
+        elif distance.ndim > 2:
+            raise InputError(f"window distances must be a scalar, a vector or a matrix, got shape {distance.shape}")
+        if np.any(distance < 0):
+            raise InputError("window distances must be non-negative")
+        first = np.clip(lo - distance, 1, self.n) - 1
+        last = np.clip(hi + distance, 1, self.n) - 1
+        return first, last
+
+    @staticmethod
+    def _per_query(star_lo: ArrayLike, d: ArrayLike) -> IntMatrix:
+        """``d`` of `window_variance`/`window_distinct`: a scalar or a vector broadcast to one per query
+        (a length-1 vector too); a per-attribute (r x m) matrix passes through."""
+        distance = np.asarray(d, dtype=np.int64)
+        queries = np.shape(star_lo)
+        if distance.ndim <= 1 and len(queries) == 2:
+            try:
+                return np.broadcast_to(distance, (queries[0],))
+            except ValueError:
+                raise InputError(f"window distances: expected one per query ({queries[0]})") from None
+        return distance
+
     def window_variance(self, star_lo: ArrayLike, star_hi: ArrayLike, d: ArrayLike) -> FloatMatrix:
         """Population variance of the sorted Y^j values with rank in [lo - d, hi + d], clipped to [1, n].
 
         ``star_lo/star_hi`` are (r x m); ``d`` is one non-negative distance per query (or a scalar).
         This is condition 2 of Definition 1 with the set S^j of the paper (Table 4).
         """
-        lo = np.asarray(star_lo, dtype=np.int64)
-        hi = np.asarray(star_hi, dtype=np.int64)
-        if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != self.m:
-            raise InputError(f"star intervals must be two (r x {self.m}) arrays, got {lo.shape}, {hi.shape}")
-        distance = np.broadcast_to(np.asarray(d, dtype=np.int64), (lo.shape[0],))
-        if np.any(distance < 0):
-            raise InputError("window distances must be non-negative")
-        first = np.clip(lo - distance[:, None], 1, self.n) - 1  # 0-based, inclusive
-        last = np.clip(hi + distance[:, None], 1, self.n) - 1
-        result = np.empty(lo.shape, dtype=np.float64)
-        flat_first = first.reshape(-1)
-        flat_last = last.reshape(-1)
-        column = np.tile(np.arange(self.m, dtype=np.int64), lo.shape[0])
+        first, last = self.window_bounds(star_lo, star_hi, self._per_query(star_lo, d))
+        return self.variance_between(first, last)
+
+    def variance_between(self, first: ArrayLike, last: ArrayLike) -> FloatMatrix:
+        """Population variance of ``sorted_values[j][first:last + 1]`` for every (query, attribute j).
+
+        ``first``/``last`` are (r x m) 0-based inclusive positions (`window_bounds`), ``first <= last``.
+        """
+        first_at = np.asarray(first, dtype=np.int64)
+        last_at = np.asarray(last, dtype=np.int64)
+        result = np.empty(first_at.shape, dtype=np.float64)
+        flat_first = first_at.reshape(-1)
+        flat_last = last_at.reshape(-1)
+        column = np.tile(np.arange(self.m, dtype=np.int64), first_at.shape[0])
         size = flat_last - flat_first + 1
         out = result.reshape(-1)
         short = np.flatnonzero(size <= DIRECT_WINDOW)
@@ -420,21 +459,29 @@ class RankIndex:
 
         An alternative diversity criterion for condition 2 of Definition 1 (Domingo-Ferrer's slides).
         """
-        lo = np.asarray(star_lo, dtype=np.int64)
-        hi = np.asarray(star_hi, dtype=np.int64)
-        if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != self.m:
-            raise InputError(f"star intervals must be two (r x {self.m}) arrays, got {lo.shape}, {hi.shape}")
-        distance = np.broadcast_to(np.asarray(d, dtype=np.int64), (lo.shape[0],))
-        if np.any(distance < 0):
-            raise InputError("window distances must be non-negative")
-        first = np.clip(lo - distance[:, None], 1, self.n) - 1
-        last = np.clip(hi + distance[:, None], 1, self.n) - 1
-        if self._block_number is None:
-            # Block number of each sorted position: how many blocks start at or before it, minus one.
-            self._block_number = np.cumsum(self._block_first == np.arange(self.n), axis=1) - 1
+        first, last = self.window_bounds(star_lo, star_hi, self._per_query(star_lo, d))
         columns = np.arange(self.m)
-        distinct: IntMatrix = self._block_number[columns, last] - self._block_number[columns, first] + 1
+        numbers = self.block_numbers
+        distinct: IntMatrix = numbers[columns, last] - numbers[columns, first] + 1
         return distinct
+
+    @property
+    def block_first(self) -> IntMatrix:
+        """(m x n): 0-based first sorted position of the tie block holding each sorted position."""
+        return self._block_first
+
+    @property
+    def block_last(self) -> IntMatrix:
+        """(m x n): 0-based last sorted position of the tie block holding each sorted position."""
+        return self._block_last
+
+    @property
+    def block_numbers(self) -> IntMatrix:
+        """(m x n): 0-based number of the tie block (distinct value) holding each sorted position."""
+        if self._block_number is None:
+            # How many blocks start at or before each position, minus one.
+            self._block_number = np.cumsum(self._block_first == np.arange(self.n), axis=1) - 1
+        return self._block_number
 
     def _prefix_variance(self, column: IntMatrix, first: IntMatrix, last: IntMatrix) -> FloatMatrix:
         """Variance of long windows from prefix sums of centred values in extended precision."""

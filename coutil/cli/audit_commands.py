@@ -1,14 +1,21 @@
-"""`coutil audit`, `coutil attack` and `coutil reverse-map`: permuted privacy and the intruder.
+"""`coutil audit`, `coutil attack` and `coutil reverse-map`: permuted privacy, the intruder, linkage.
 
 - ``audit --original X.csv --release Y.csv``: the data protector's (d, v)-permuted privacy audit
   (Table 4): per original record its permutation distance, closest release rows, star ranks and
-  window variances, plus the data-set level distance and variances; ``--d/--v`` turn it into a check
-  (exit code 3 when it fails, naming the failing attributes).
+  window variances, plus the data-set level distance and variances. ``--d/--v`` turn it into a check
+  (exit code 3 when it fails, naming the failing attributes); ``--diversity`` picks the criterion of
+  condition 2 (variance, distinct-l, entropy-l or t-closeness); ``--mapping`` (or a vector ``--d``)
+  selects the (d, v, f) form, per attribute, against a record mapping f.
 - ``audit --record-values v1,v2,.. --release Y.csv``: the same for one subject who knows only her own
   record, plus the plausibility of her distance among random records.
 - ``attack``: the maximum-knowledge intruder (Section 5): linkages to the reverse-mapped release,
-  verification with random records, Hellinger distance, p-values, optional figure.
+  verification with random records, Hellinger distance, p-values, optional figure. ``--method``
+  runs a classical attack instead: distance-based linkage, global one-to-one linkage, or the
+  rank-swapping intersection attack.
 - ``reverse-map``: Algorithm 1, writing Z as CSV (non-selected columns copied from the release).
+
+All three read X and Y through `coutil.audit.inputs` (columns found by name, ``--release-columns``
+to pair differently named ones, ``--ordinal`` for ordinal categorical columns, ``--k``).
 
 Every ``--json`` prints one JSON object on stdout; the keys are the documented interface. Row
 numbers in output are 1-based (as in the paper's tables); the Python API is 0-based.
@@ -16,25 +23,73 @@ numbers in output are 1-based (as in the paper's tables); the Python API is 0-ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import pairwise
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
-from numpy.typing import NDArray
 from rich.table import Table
 
+from coutil.audit.inputs import (
+    check_k,
+    load_pair,
+    load_release,
+    parse_distance,
+    parse_floats,
+    parse_record_values,
+    renamed_ordinal,
+)
 from coutil.cli.common import emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
-from coutil.sdc.dataset import Dataset, load_csv, parse_columns, read_csv_table, replace_columns, write_csv
+from coutil.sdc.dataset import (
+    Dataset,
+    parse_columns,
+    read_csv_table,
+    replace_columns,
+    write_csv,
+)
 
 if TYPE_CHECKING:
     from coutil.audit.intruder import RandomSpec
+    from coutil.audit.privacy_check import PermutedPrivacyCheck
+    from coutil.audit.report import MappingName
 
 #: Rows shown in the human-readable tables (the JSON always has every row).
 TABLE_ROWS = 20
+
+
+class Diversity(StrEnum):
+    """Criterion for the diversity of the windows S^j(d) (condition 2 of Definition 1)."""
+
+    variance = "variance"
+    distinct_l = "distinct-l"
+    entropy_l = "entropy-l"
+    t_closeness = "t-closeness"
+
+
+class Mapping(StrEnum):
+    """Record mapping f of the (d, v, f) form."""
+
+    closest = "closest"
+    identity = "identity"
+
+
+class Method(StrEnum):
+    """Attack run by ``coutil attack``."""
+
+    intruder = "intruder"
+    distance = "distance"
+    global_ = "global"
+    intersection = "intersection"
+
+
+class Metric(StrEnum):
+    """Distance of the distance-based and global linkages."""
+
+    euclidean = "euclidean"
+    mahalanobis = "mahalanobis"
+
 
 OriginalOpt = Annotated[
     Path | None, typer.Option("--original", help="CSV of the original data set X.", show_default=False)
@@ -42,7 +97,11 @@ OriginalOpt = Annotated[
 ReleaseOpt = Annotated[Path, typer.Option("--release", help="CSV of the anonymized release Y.")]
 ColumnsOpt = Annotated[
     str | None,
-    typer.Option("--columns", help="Comma-separated attributes to use (default: all, same in X and Y)."),
+    typer.Option(
+        "--columns",
+        help="Comma-separated attributes to use (default: all of X, found by name in Y).",
+        show_default=False,
+    ),
 ]
 ReleaseColumnsOpt = Annotated[
     str | None,
@@ -54,176 +113,81 @@ ReleaseColumnsOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for tie-breaking and random records.")]
+OrdinalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ordinal",
+        help="Declare an ordinal categorical column of X with its categories in increasing order, e.g. "
+        "'edu=primary<secondary<tertiary'; it is ranked as 1, 2, 3 in both files. Repeatable.",
+        show_default=False,
+    ),
+]
 KOpt = Annotated[
     int | None, typer.Option("--k", help="Reject a release with fewer than k rows.", show_default=False)
 ]
 
 
-# ----------------------------------------------------------------------------------------- loading
+def _mapping_name(mapping: Mapping | None) -> MappingName | None:
+    if mapping is None:
+        return None
+    return "identity" if mapping is Mapping.identity else "closest"
 
 
-def _load_pair(
-    original: Path, release: Path, columns: str | None, release_columns: str | None = None
-) -> tuple[Dataset, Dataset]:
-    """Load X and Y on the same attributes; mismatched names or counts are a usage error.
-
-    ``release_columns`` names the release's attributes when they are called differently (the
-    running example has X1,X2,X3 and Y1,Y2,Y3); they pair with ``columns`` in order.
-    """
-    names = parse_columns(columns)
-    x = load_csv(original, names)
-    if release_columns is None:
-        y = load_csv(release, names)
-        if x.names != y.names:
-            raise InputError(
-                f"{original} has attributes {', '.join(x.names)} but {release} has {', '.join(y.names)}; "
-                "select common ones with --columns (and --release-columns when the names differ)"
-            )
-        return x, y
-    y = load_csv(release, parse_columns(release_columns))
-    if y.m != x.m:
-        raise InputError(
-            f"--release-columns names {y.m} attributes of {release} but {x.m} are used from {original}"
-        )
-    # Pair the attributes by position under the original's names (checks and output use those).
-    return x, Dataset(x.names, y.values, y.source)
-
-
-def _load_release(release: Path, columns: str | None) -> Dataset:
-    return load_csv(release, parse_columns(columns))
-
-
-def _check_k(release: Dataset, k: int | None) -> None:
-    if k is None:
-        return
-    if k < 1:
-        raise InputError(f"bad --k {k}: expected a positive integer")
-    if release.n < k:
-        raise InputError(f"{release.source}: {release.n} rows, fewer than k = {k}")
-
-
-def _parse_floats(text: str, option: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise InputError(f"bad {option} {text!r}: expected comma-separated numbers") from None
-    if not all(np.isfinite(values)):
-        raise InputError(f"bad {option} {text!r}: numbers must be finite")
-    return values
-
-
-def _one_based(rows: NDArray[np.intp]) -> list[int]:
-    return [int(r) + 1 for r in rows]
+def _parse_mode(d: str | None, v: str | None, m: int) -> tuple[int | list[int] | None, list[float] | None]:
+    """--d and --v of the check: one d or one per attribute, one v per attribute."""
+    required = None if d is None else parse_distance(d)
+    if isinstance(required, list) and len(required) != m:
+        raise InputError(f"--d has {len(required)} values but there are {m} attributes")
+    thresholds = None if v is None else parse_floats(v, "--v")
+    if thresholds is not None and len(thresholds) != m:
+        raise InputError(f"--v has {len(thresholds)} values but there are {m} attributes")
+    return required, thresholds
 
 
 # ------------------------------------------------------------------------------------------- audit
 
 
-def _audit_records(index: Any, records: NDArray[np.float64]) -> tuple[Any, Any, Any, Any]:
-    """Star intervals, nearest release rows and window variances at each record's own distance."""
-    star_lo, star_hi = index.star(records)
-    nearest = index.nearest(star_lo, star_hi, want_ties=True)
-    variances = index.window_variance(star_lo, star_hi, np.asarray(nearest.distance, dtype=np.int64))
-    return star_lo, star_hi, nearest, variances
-
-
-def _record_objects(
-    numbers: Sequence[int], star_lo: Any, nearest: Any, variances: Any
-) -> list[dict[str, Any]]:
-    # Bulk .tolist() conversions: a million records would spend most of the audit in per-item casts.
-    distances = np.asarray(nearest.distance, dtype=np.int64).tolist()
-    stars = np.asarray(star_lo, dtype=np.int64).tolist()
-    variance_rows = np.asarray(variances, dtype=np.float64).tolist()
-    return [
-        {
-            "record": int(number),
-            "permutation_distance": distance,
-            "closest": closest,
-            "star_ranks": star,
-            "variances": variance,
-        }
-        for number, distance, closest, star, variance in zip(
-            numbers, distances, _closest_lists(nearest.matches), stars, variance_rows, strict=True
-        )
-    ]
-
-
-def _closest_lists(matches: Any) -> list[list[int]]:
-    """1-based closest rows of every record; one conversion of the flat array when matches are CSR."""
-    flat = getattr(matches, "flat", None)
-    if flat is None:
-        return [_one_based(rows) for rows in matches]
-    one_based = (np.asarray(flat, dtype=np.int64) + 1).tolist()
-    offsets = np.asarray(matches.offsets, dtype=np.int64).tolist()
-    return [one_based[a:b] for a, b in pairwise(offsets)]
-
-
-def _threshold_check(
-    *,
-    index: Any,
-    star_lo: Any,
-    star_hi: Any,
-    distances: NDArray[np.int64],
-    names: Sequence[str],
-    d: int | None,
-    v: str | None,
-) -> dict[str, Any] | None:
-    """(d, v)-permuted privacy (Definition 1) over the given records: every distance >= d and, per
-    attribute, the variance of the window at d (not at the record's own distance) >= v_j."""
-    if d is None and v is None:
-        return None
-    d_value = 0 if d is None else d
-    if d_value < 0:
-        raise InputError(f"bad --d {d_value}: expected a non-negative integer")
-    v_values = [0.0] * len(names) if v is None else _parse_floats(v, "--v")
-    if len(v_values) != len(names):
-        raise InputError(f"--v has {len(v_values)} values but there are {len(names)} attributes")
-    count = len(distances)
-    window = index.window_variance(star_lo, star_hi, np.full(count, d_value, dtype=np.int64))
-    minimum = np.asarray(window, dtype=np.float64).min(axis=0)
-    distance_holds = bool(np.all(distances >= d_value))
-    failing = [name for name, low, need in zip(names, minimum, v_values, strict=True) if low < need]
-    return {
-        "d": d_value,
-        "v": v_values,
-        "holds": distance_holds and not failing,
-        "distance_holds": distance_holds,
-        "failing_attributes": failing,
-        "min_variances_at_d": [float(x) for x in minimum],
-    }
-
-
-def _raise_if_failed(check: dict[str, Any] | None) -> None:
-    if check is None or check["holds"]:
+def _report_check(check: PermutedPrivacyCheck | None, json_output: bool) -> None:
+    """Human line on success; exit code 3 with the reasons on failure."""
+    if check is None:
         return
-    problems = []
-    if not check["distance_holds"]:
-        problems.append(f"permutation distance below d = {check['d']}")
-    if check["failing_attributes"]:
-        problems.append("variance below v for " + ", ".join(check["failing_attributes"]))
-    raise CheckFailedError(f"(d, v)-permuted privacy does not hold: {'; '.join(problems)}")
+    if not check.holds:
+        raise CheckFailedError(f"permuted privacy does not hold: {'; '.join(check.problems())}")
+    if not json_output:
+        summary = check.to_dict()
+        err_console.print(
+            f"permuted privacy holds ({summary['criterion']}, {summary['form']} form) "
+            f"with d = {summary['d']}, v = {summary['v']}"
+        )
 
 
-def _print_audit_table(names: Sequence[str], records: list[dict[str, Any]], dataset: dict[str, Any]) -> None:
+def _print_audit_table(out: dict[str, Any], dataset: dict[str, Any]) -> None:
+    names, records = out["columns"], out["records"]
+    # With a non-variance criterion its measure replaces the variances (the JSON has both).
+    key = "variances" if out["diversity_criterion"] == "variance" else "diversity"
+    label = "var" if key == "variances" else out["diversity_criterion"]
     table = Table(title="(d, v)-permuted privacy audit", title_justify="left")
     table.add_column("record", justify="right")
     table.add_column("distance", justify="right")
     table.add_column("closest")
     for name in names:
-        table.add_column(f"var {name}", justify="right")
+        table.add_column(f"{label} {name}", justify="right")
     for rec in records[:TABLE_ROWS]:
         table.add_row(
             str(rec["record"]),
             str(rec["permutation_distance"]),
             ", ".join(map(str, rec["closest"])),
-            *(f"{v:.2f}" for v in rec["variances"]),
+            *(f"{v:.4g}" if key == "diversity" else f"{v:.2f}" for v in rec[key]),
         )
     if len(records) > TABLE_ROWS:
         table.add_row("...", "", f"({len(records) - TABLE_ROWS} more rows: use --json)", *[""] * len(names))
     if dataset:
         table.add_section()
         table.add_row(
-            "data set", str(dataset["permutation_distance"]), "", *(f"{v:.2f}" for v in dataset["variances"])
+            "data set",
+            str(dataset["permutation_distance"]),
+            "",
+            *(f"{v:.4g}" if key == "diversity" else f"{v:.2f}" for v in dataset[key]),
         )
     err_console.print(table)
 
@@ -244,7 +208,7 @@ def audit_command(
     release_columns: ReleaseColumnsOpt = None,
     record: Annotated[
         int | None,
-        typer.Option("--record", help="Report only this record of X (1-based).", show_default=False),
+        typer.Option("--record", help="Report and check only this record of X (1-based).", show_default=False),
     ] = None,
     random: Annotated[
         int, typer.Option("--random", help="Subject mode: random records for the plausibility test.")
@@ -252,11 +216,37 @@ def audit_command(
     seed: SeedOpt = 0,
     alpha: Annotated[float, typer.Option("--alpha", help="Subject mode: significance level.")] = 0.05,
     d: Annotated[
-        int | None, typer.Option("--d", help="Required permutation distance (check).", show_default=False)
+        str | None,
+        typer.Option(
+            "--d",
+            help="Check: required permutation distance d, or d1,d2,... per attribute ((d, v, f) form). "
+            "Default with --v: the smallest distance of the records checked.",
+            show_default=False,
+        ),
     ] = None,
     v: Annotated[
-        str | None, typer.Option("--v", help="Required variances v1,v2,... (check).", show_default=False)
+        str | None,
+        typer.Option(
+            "--v",
+            help="Check: per attribute, the least variance (or l; for t-closeness the largest t) of the "
+            "window S^j(d).",
+            show_default=False,
+        ),
     ] = None,
+    diversity: Annotated[
+        Diversity,
+        typer.Option("--diversity", help="Diversity criterion of the window for --v (condition 2)."),
+    ] = Diversity.variance,
+    mapping: Annotated[
+        Mapping | None,
+        typer.Option(
+            "--mapping",
+            help="(d, v, f) form: f(x) = the closest release record, or row i of Y for record i of X "
+            "(identity). Adds each record's mapping and distance_vector.",
+            show_default=False,
+        ),
+    ] = None,
+    ordinal: OrdinalOpt = None,
     k: KOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -275,25 +265,31 @@ def audit_command(
             record=record,
             d=d,
             v=v,
+            diversity=diversity,
+            mapping=mapping,
+            ordinal=ordinal,
             k=k,
             json_output=json_output,
         )
-    else:
-        assert record_values is not None
-        if record is not None:
-            raise InputError("--record selects a row of --original; it cannot be used with --record-values")
-        _audit_subject(
-            record_values=record_values,
-            release=release,
-            columns=columns,
-            random=random,
-            seed=seed,
-            alpha=alpha,
-            d=d,
-            v=v,
-            k=k,
-            json_output=json_output,
-        )
+        return
+    assert record_values is not None
+    if record is not None:
+        raise InputError("--record selects a row of --original; it cannot be used with --record-values")
+    _audit_subject(
+        record_values=record_values,
+        release=release,
+        columns=columns,
+        random=random,
+        seed=seed,
+        alpha=alpha,
+        d=d,
+        v=v,
+        diversity=diversity,
+        mapping=mapping,
+        ordinal=ordinal,
+        k=k,
+        json_output=json_output,
+    )
 
 
 def _audit_protector(
@@ -303,56 +299,36 @@ def _audit_protector(
     columns: str | None,
     release_columns: str | None,
     record: int | None,
-    d: int | None,
+    d: str | None,
     v: str | None,
+    diversity: Diversity,
+    mapping: Mapping | None,
+    ordinal: list[str] | None,
     k: int | None,
     json_output: bool,
 ) -> None:
-    from coutil.audit.ranks import RankIndex
+    from coutil.audit.report import protector_report
 
-    x, y = _load_pair(original, release, columns, release_columns)
-    _check_k(y, k)
+    x, y = load_pair(original, release, columns, release_columns, ordinal)
+    check_k(y, k)
     if record is not None and not 1 <= record <= x.n:
         raise InputError(f"--record {record} is out of range: {original} has records 1..{x.n}")
-    index = RankIndex.build(y.values)
-    star_lo, star_hi, nearest, variances = _audit_records(index, x.values)
-    distances = np.asarray(nearest.distance, dtype=np.int64)
-    # Data-set level (Table 4, bottom row): the minimum distance, and per attribute the minimum over
-    # records of the window variance at that common distance.
-    dataset_distance = int(distances.min())
-    at_dataset_distance = index.window_variance(
-        star_lo, star_hi, np.full(x.n, dataset_distance, dtype=np.int64)
-    )
-    dataset = {
-        "permutation_distance": dataset_distance,
-        "variances": [float(value) for value in np.asarray(at_dataset_distance).min(axis=0)],
-    }
-    chosen = list(range(x.n)) if record is None else [record - 1]
-    records = _record_objects(
-        [i + 1 for i in chosen],
-        star_lo if record is None else np.asarray(star_lo)[chosen],
-        nearest if record is None else _Subset(nearest, chosen),
-        variances if record is None else np.asarray(variances)[chosen],
-    )
-    check = _threshold_check(
-        index=index,
-        star_lo=np.asarray(star_lo)[chosen],
-        star_hi=np.asarray(star_hi)[chosen],
-        distances=distances[chosen],
-        names=x.names,
-        d=d,
-        v=v,
+    required, thresholds = _parse_mode(d, v, x.m)
+    out, check = protector_report(
+        x.values,
+        y.values,
+        x.names,
+        record=None if record is None else record - 1,
+        d=required,
+        v=thresholds,
+        criterion=diversity.value,
+        mapping=_mapping_name(mapping),
     )
     if json_output:
-        out: dict[str, Any] = {"columns": list(x.names), "records": records, "dataset": dataset}
-        if check is not None:
-            out["check"] = check
         emit_json(out)
     else:
-        _print_audit_table(x.names, records, dataset)
-        if check is not None and check["holds"]:
-            err_console.print(f"(d, v)-permuted privacy holds with d = {check['d']}, v = {check['v']}")
-    _raise_if_failed(check)
+        _print_audit_table(out, out["dataset"])
+    _report_check(check, json_output)
 
 
 def _audit_subject(
@@ -363,85 +339,53 @@ def _audit_subject(
     random: int,
     seed: int,
     alpha: float,
-    d: int | None,
+    d: str | None,
     v: str | None,
+    diversity: Diversity,
+    mapping: Mapping | None,
+    ordinal: list[str] | None,
     k: int | None,
     json_output: bool,
 ) -> None:
     """Subject mode: one record known to its owner, the release, and random records from the release."""
-    from coutil.audit.intruder import empirical_p_values, random_record_count, random_record_distances
-    from coutil.audit.ranks import RankIndex
+    from coutil.audit.report import subject_report
 
-    y = _load_release(release, columns)
-    _check_k(y, k)
-    values = _parse_floats(record_values, "--record-values")
-    if len(values) != y.m:
-        raise InputError(
-            f"--record-values has {len(values)} values but {release} has {y.m} attributes "
-            f"({', '.join(y.names)}); select them with --columns"
-        )
+    y = load_release(release, columns, ordinal)
+    check_k(y, k)
+    values = parse_record_values(record_values, y)
     if random < 1:
         raise InputError(f"bad --random {random}: expected a positive number of random records")
     if not 0 < alpha < 1:
         raise InputError(f"bad --alpha {alpha}: expected a probability strictly between 0 and 1")
-    index = RankIndex.build(y.values)
-    own = np.asarray([values], dtype=np.float64)
-    star_lo, star_hi, nearest, variances = _audit_records(index, own)
-    # The subject knows only the release: her random records take one release value per attribute,
-    # whose star interval is the value's own rank interval.
+    if mapping is Mapping.identity:
+        raise InputError("--mapping identity needs --original: a subject does not know her release row")
+    required, thresholds = _parse_mode(d, v, y.m)
     with progress() as bar:
         task = bar.add_task("random records", total=random)
-        distribution = random_record_distances(
-            index,
-            np.asarray(index.lo),
-            np.asarray(index.hi),
-            # Enumerate every combination of release values when there are no more than asked for.
-            random="all" if random_record_count(y.n, y.m) <= random else random,
+        out, check = subject_report(
+            values,
+            y.values,
+            y.names,
+            random=random,
             seed=seed,
+            alpha=alpha,
+            d=required,
+            v=thresholds,
+            criterion=diversity.value,
+            mapping=_mapping_name(mapping),
             on_progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    p_value = float(empirical_p_values(np.asarray(nearest.distance), distribution)[0])
-    records = _record_objects([1], star_lo, nearest, variances)
-    records[0]["plausibility"] = {
-        "p_value": p_value,
-        "alpha": alpha,
-        # Plausible deniability: random records match at her distance or closer often enough.
-        "plausible": p_value >= alpha,
-        "random_records": distribution.total,
-    }
-    check = _threshold_check(
-        index=index,
-        star_lo=star_lo,
-        star_hi=star_hi,
-        distances=np.asarray(nearest.distance, dtype=np.int64),
-        names=y.names,
-        d=d,
-        v=v,
-    )
     if json_output:
-        out: dict[str, Any] = {"columns": list(y.names), "records": records}
-        if check is not None:
-            out["check"] = check
         emit_json(out)
     else:
-        _print_audit_table(y.names, records, {})
-        plaus = records[0]["plausibility"]
+        _print_audit_table(out, {})
+        plaus = out["records"][0]["plausibility"]
         verdict = "plausible (chance matches are common)" if plaus["plausible"] else "NOT plausible"
         err_console.print(
             f"p-value {plaus['p_value']:.4f} over {plaus['random_records']} random records "
             f"(alpha {alpha}): a match at this distance is {verdict}"
         )
-        if check is not None and check["holds"]:
-            err_console.print(f"(d, v)-permuted privacy holds with d = {check['d']}, v = {check['v']}")
-    _raise_if_failed(check)
-
-
-class _Subset:
-    """The rows ``chosen`` of a nearest-neighbour result (same attribute names)."""
-
-    def __init__(self, nearest: Any, chosen: Sequence[int]) -> None:
-        self.distance = np.asarray(nearest.distance)[list(chosen)]
-        self.matches = [nearest.matches[i] for i in chosen]
+    _report_check(check, json_output)
 
 
 # ------------------------------------------------------------------------------------------ attack
@@ -467,13 +411,37 @@ def attack_command(
     release: ReleaseOpt,
     columns: ColumnsOpt = None,
     release_columns: ReleaseColumnsOpt = None,
+    method: Annotated[
+        Method,
+        typer.Option(
+            "--method",
+            help="intruder: the maximum-knowledge intruder on the reverse-mapped release; distance: "
+            "nearest-record linkage; global: one-to-one (Hungarian) linkage; intersection: the "
+            "rank-swapping transparency attack (needs --swap-p or --window).",
+        ),
+    ] = Method.intruder,
+    metric: Annotated[
+        Metric, typer.Option("--metric", help="distance/global: z-score Euclidean or Mahalanobis distance.")
+    ] = Metric.euclidean,
+    swap_p: Annotated[
+        float | None,
+        typer.Option("--swap-p", help="intersection: the rank-swapping parameter p (percent).", show_default=False),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window", help="intersection: the swap window in ranks (instead of --swap-p).", show_default=False
+        ),
+    ] = None,
     random: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--random",
-            help="Random records: 'all' (all n^m), a count N (sampled), or 'auto' (all when n^m is small).",
+            help="intruder: random records, 'all' (all n^m), a count N (sampled), or 'auto' (all when n^m "
+            "is small); default auto.",
+            show_default=False,
         ),
-    ] = "auto",
+    ] = None,
     seed: SeedOpt = 0,
     true_mapping: Annotated[
         str | None,
@@ -487,21 +455,49 @@ def attack_command(
         Path | None,
         typer.Option(
             "--plot",
-            help="Draw both distance distributions to this file (needs coutil[plot]).",
+            help="intruder: draw both distance distributions to this file (needs the plot extra: "
+            "pip install 'coutil\\[plot]').",
             show_default=False,
         ),
     ] = None,
+    ordinal: OrdinalOpt = None,
     k: KOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """The maximum-knowledge intruder: link X to the reverse-mapped release, verify with random records."""
-    from coutil.audit.intruder import maximum_knowledge_attack
-
-    x, y = _load_pair(original, release, columns, release_columns)
-    _check_k(y, k)
+    """Link X to the release: the maximum-knowledge intruder (default) or a classical attack."""
+    x, y = load_pair(original, release, columns, release_columns, ordinal)
+    check_k(y, k)
     if true_mapping is not None and true_mapping != "identity":
         raise InputError(f"bad --true-mapping {true_mapping!r}: only 'identity' is supported")
-    random_spec = _parse_random(random)
+    intruder_only = {"--random": random, "--plot": plot}
+    intersection_only = {"--swap-p": swap_p, "--window": window}
+    if method is not Method.intruder:
+        misplaced = [name for name, value in intruder_only.items() if value is not None]
+        if misplaced:
+            raise InputError(f"{', '.join(misplaced)} can only be used with --method intruder")
+    if method is not Method.intersection:
+        misplaced = [name for name, value in intersection_only.items() if value is not None]
+        if misplaced:
+            raise InputError(f"{', '.join(misplaced)} can only be used with --method intersection")
+    if method is Method.intruder:
+        out = _run_intruder(x, y, random, seed, true_mapping, plot)
+    else:
+        out = _run_linkage(x, y, method, metric, swap_p, window, true_mapping)
+    out = {"columns": list(x.names), **out}
+    if json_output:
+        emit_json(out)
+    elif method is Method.intruder:
+        _print_attack(out)
+    else:
+        _print_linkage(out)
+
+
+def _run_intruder(
+    x: Dataset, y: Dataset, random: str | None, seed: int, true_mapping: str | None, plot: Path | None
+) -> dict[str, Any]:
+    from coutil.audit.intruder import maximum_knowledge_attack
+
+    random_spec = _parse_random("auto" if random is None else random)
     with progress() as bar:
         task = bar.add_task("random records", total=None)
 
@@ -509,50 +505,68 @@ def attack_command(
             bar.update(task, completed=done, total=total)
 
         result = maximum_knowledge_attack(
-            x.values,
-            y.values,
-            random=random_spec,
-            seed=seed,
-            true_mapping=true_mapping,
-            on_progress=on_progress,
+            x.values, y.values, random=random_spec, seed=seed, true_mapping=true_mapping, on_progress=on_progress
         )
-    original_distribution = result.original_distribution()
-    random_distribution = result.random_distribution()
+    out = result.to_dict()
     if plot is not None:
         from coutil.audit.plots import plot_distance_distributions
 
-        plot_distance_distributions(original_distribution, random_distribution, plot)
-    linkages = [
-        {
-            "record": i + 1,
-            "matches": _one_based(result.matches[i]),
-            "distance": int(result.distances[i]),
-            "p_value": float(result.p_values[i]),
-        }
-        for i in range(x.n)
-    ]
-    out: dict[str, Any] = {
-        "columns": list(x.names),
-        "linkages": linkages,
-        "original_distribution": {str(dist): f for dist, f in original_distribution.items()},
-        "random_distribution": {str(dist): f for dist, f in random_distribution.items()},
-        "hellinger": result.hellinger,
-        "random_records": {
-            "count": result.random.total,
-            "exhaustive": result.random.exhaustive,
-            "seed": result.random.seed,
-        },
-    }
-    if result.score is not None:
-        out["correct_linkage_rate"] = result.score.correct_rate
-        out["unique_correct"] = result.score.unique_correct
-        out["multiple_matches"] = result.score.multiple
-    if plot is not None:
+        plot_distance_distributions(
+            result.original_distribution(), result.random_distribution(), plot, hellinger=result.hellinger
+        )
         out["plot"] = str(plot)
-    if json_output:
-        emit_json(out)
-        return
-    _print_attack(out)
+    return out
+
+
+def _run_linkage(
+    x: Dataset,
+    y: Dataset,
+    method: Method,
+    metric: Metric,
+    swap_p: float | None,
+    window: int | None,
+    true_mapping: str | None,
+) -> dict[str, Any]:
+    from coutil.audit.linkage import distance_linkage, global_linkage, rank_swap_intersection_attack
+
+    if method is Method.distance:
+        return distance_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
+    if method is Method.global_:
+        return global_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
+    if (swap_p is None) == (window is None):
+        raise InputError("--method intersection needs exactly one of --swap-p (percent) or --window (ranks)")
+    p = 0.0 if swap_p is None else swap_p
+    return rank_swap_intersection_attack(x.values, y.values, p, window=window, true_mapping=true_mapping).to_dict()
+
+
+def _print_linkage(out: dict[str, Any]) -> None:
+    table = Table(title=f"Record linkage ({out['method']})", title_justify="left")
+    with_distance = out["method"] != "intersection"
+    for name in ("record", "matches in Y", *(["distance"] if with_distance else [])):
+        table.add_column(name, justify="right")
+    for link in out["linkages"][:TABLE_ROWS]:
+        cells = [str(link["record"]), ", ".join(map(str, link["matches"]))]
+        if with_distance:
+            cells.append("-" if link["distance"] is None else f"{link['distance']:.4f}")
+        table.add_row(*cells)
+    if len(out["linkages"]) > TABLE_ROWS:
+        more = f"({len(out['linkages']) - TABLE_ROWS} more: use --json)"
+        table.add_row("...", more, *([""] if with_distance else []))
+    err_console.print(table)
+    if not with_distance:
+        err_console.print(
+            f"swap window {out['window']} ranks; mean candidate set {out['mean_candidate_size']:.2f}; "
+            f"unique candidate for {out['unique_fraction']:.2%} of the records"
+        )
+    _print_score(out)
+
+
+def _print_score(out: dict[str, Any]) -> None:
+    if "correct_linkage_rate" in out:
+        err_console.print(
+            f"correct-linkage rate {out['correct_linkage_rate']:.4f}; "
+            f"unique correct {out['unique_correct']}; multiple matches {out['multiple_matches']}"
+        )
 
 
 def _print_attack(out: dict[str, Any]) -> None:
@@ -578,11 +592,7 @@ def _print_attack(out: dict[str, Any]) -> None:
     rnd = out["random_records"]
     how = "all" if rnd["exhaustive"] else f"sampled (seed {rnd['seed']})"
     err_console.print(f"random records: {rnd['count']} ({how}); Hellinger distance {out['hellinger']:.4f}")
-    if "correct_linkage_rate" in out:
-        err_console.print(
-            f"correct-linkage rate {out['correct_linkage_rate']:.4f}; "
-            f"unique correct {out['unique_correct']}; multiple matches {out['multiple_matches']}"
-        )
+    _print_score(out)
     if "plot" in out:
         err_console.print(f"figure written to {out['plot']}")
 
@@ -598,16 +608,22 @@ def reverse_map_command(
     columns: ColumnsOpt = None,
     release_columns: ReleaseColumnsOpt = None,
     seed: SeedOpt = 0,
+    ordinal: OrdinalOpt = None,
+    k: KOpt = None,
 ) -> None:
     """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
     from coutil.audit.permutation import reverse_map
 
-    x, y = _load_pair(original, release, columns, release_columns)
+    x, y = load_pair(original, release, columns, release_columns, ordinal)
+    check_k(y, k)
     z = np.asarray(reverse_map(x.values, y.values, seed=seed), dtype=np.float64)
     table = read_csv_table(release)
     # Z replaces the release's own columns (its names, not the original's), other columns are kept.
     release_names = parse_columns(release_columns) or list(y.names)
-    write_csv(output, table.header, replace_columns(table, Dataset(tuple(release_names), z, str(release))))
+    # Ordinal columns are written back as categories (Z holds X's values, whole ranks).
+    labels = renamed_ordinal(dict(x.ordinal), x.names, release_names)
+    z_data = Dataset(tuple(release_names), z, str(release), labels)
+    write_csv(output, table.header, replace_columns(table, z_data))
     err_console.print(f"wrote {y.n} reverse-mapped records to {output}")
 
 

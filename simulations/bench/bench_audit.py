@@ -14,13 +14,19 @@ Three parts, all on i.i.d. normal attributes masked with additive noise (0.5 x t
 2. ``subject``: one subject's audit as ``coutil audit --record-values``: index, her distance and
    variances, and 10^5 random records made of release values (the plausibility test).
    Goal: n = 10^5, m = 5, 10^5 random records in <= 2 s.
+   The alternative diversity criteria of the windows (distinct-l, entropy-l, t-closeness) are timed
+   beside, at the data-set distance, with the whole (d, v)-check of every record.
 3. ``reference``: the plain O(n^2) reference (every record against every release row, vectorised
    per record, as in tests/audit/test_ranks.py) beside the fast index on the same records, with the
    speed-up measured in the same run. At sizes where the reference would take too long it runs on a
    sample of records and its time is scaled to all n (marked ``extrapolated``); the answers of the
    two are compared on every record the reference ran on.
 
-A table goes to stdout, JSON to simulations/bench/results/bench_audit.json.
+4. ``diversity``: the prefix-sum t-closeness and entropy-l of every window against a plain reference
+   (each window sliced out of the sorted column and measured with numpy), same run, same windows.
+
+A table goes to stdout, JSON to simulations/bench/results/bench_audit.json (``--quick``:
+bench_audit_quick.json, so that a quick run never overwrites the full figures).
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from coutil.audit.diversity import CRITERIA, window_diversity
 from coutil.audit.intruder import empirical_p_values, random_record_distances
+from coutil.audit.privacy_check import check_records
 from coutil.audit.ranks import Nearest, RankIndex
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bench_audit.json"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 T = TypeVar("T")
 
 
@@ -65,6 +73,16 @@ def bench_full(n: int, m: int, seed: int) -> dict[str, Any]:
     dataset_distance = int(nearest.distance.min())
     _, dataset_s = _timed(lambda: index.window_variance(star_lo, star_hi, dataset_distance))
     total = time.perf_counter() - start
+    criteria_s: dict[str, float] = {}
+    for criterion in CRITERIA[1:]:  # the variance is timed above
+        start_criterion = time.perf_counter()
+        window_diversity(index, star_lo, star_hi, dataset_distance, criterion)
+        criteria_s[criterion] = time.perf_counter() - start_criterion
+    check, check_s = _timed(
+        lambda: check_records(
+            index, star_lo, star_hi, nearest.distance, dataset_distance, np.zeros(m), criterion="variance"
+        )
+    )
     return {
         "part": "full",
         "n": n,
@@ -76,6 +94,9 @@ def bench_full(n: int, m: int, seed: int) -> dict[str, Any]:
         "variance_dataset_s": dataset_s,
         "total_s": total,
         "goal_s": 60.0 if n >= 10**6 else None,
+        "criteria_s": criteria_s,
+        "check_s": check_s,
+        "check_holds": check.holds,
         "median_distance": float(np.median(nearest.distance)),
         "dataset_distance": dataset_distance,
         "max_tied_matches": int(nearest.matches.counts().max()),
@@ -155,6 +176,61 @@ def bench_reference(n: int, m: int, sample: int, seed: int) -> dict[str, Any]:
     }
 
 
+def reference_diversity(sorted_values: NDArray[np.float64], first: NDArray[np.int64], last: NDArray[np.int64]) -> (
+    tuple[NDArray[np.float64], NDArray[np.float64]]
+):
+    """Entropy-l and ordered-distance t-closeness of each window, slicing it out (O(n) per window)."""
+    r, m = first.shape
+    entropy = np.empty((r, m))
+    emd = np.empty((r, m))
+    for j in range(m):
+        support, whole = np.unique(sorted_values[j], return_counts=True)
+        q = np.cumsum(whole) / sorted_values.shape[1]
+        for i in range(r):
+            window = sorted_values[j, first[i, j] : last[i, j] + 1]
+            values, counts = np.unique(window, return_counts=True)
+            share = counts / window.size
+            entropy[i, j] = np.exp(-(share * np.log(share)).sum())
+            p = np.zeros(support.size)
+            p[np.searchsorted(support, values)] = share
+            emd[i, j] = np.abs(np.cumsum(p) - q)[:-1].sum() / max(support.size - 1, 1)
+    return entropy, emd
+
+
+def bench_diversity(n: int, m: int, sample: int, seed: int) -> dict[str, Any]:
+    original, release = _masked(n, m, seed)
+    index = RankIndex.build(release)
+    star_lo, star_hi = index.star(original)
+    d = int(np.median(index.nearest(star_lo, star_hi, want_ties=False).distance))
+
+    def fast() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return (
+            window_diversity(index, star_lo, star_hi, d, "entropy-l"),
+            window_diversity(index, star_lo, star_hi, d, "t-closeness"),
+        )
+
+    (entropy, emd), fast_s = _timed(fast)
+    rows = np.arange(n) if n <= sample else np.random.default_rng(seed).choice(n, size=sample, replace=False)
+    first, last = index.window_bounds(star_lo[rows], star_hi[rows], d)
+    (ref_entropy, ref_emd), reference_s = _timed(lambda: reference_diversity(index.sorted_values, first, last))
+    scaled = reference_s * n / rows.size
+    return {
+        "part": "diversity",
+        "n": n,
+        "m": m,
+        "d": d,
+        "fast_s": fast_s,
+        "reference_records": int(rows.size),
+        "reference_s": reference_s,
+        "reference_all_s": scaled,
+        "extrapolated": bool(rows.size < n),
+        "speed_up": scaled / fast_s,
+        "agree": bool(
+            np.allclose(entropy[rows], ref_entropy, rtol=1e-9) and np.allclose(emd[rows], ref_emd, atol=1e-12)
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
@@ -163,9 +239,11 @@ def main() -> None:
     if args.quick:
         full_sizes, subject = [20_000], (20_000, 20_000)
         reference_sizes, sample = [1000, 4000], 1000
+        diversity_sizes, diversity_sample = [1000, 4000], 200
     else:
         full_sizes, subject = [10**5, 10**6], (10**5, 10**5)
         reference_sizes, sample = [1000, 4000, 16_000, 100_000], 4000
+        diversity_sizes, diversity_sample = [1000, 10_000, 100_000], 500
     m = 5
     rows: list[dict[str, Any]] = []
     for n in full_sizes:
@@ -175,6 +253,12 @@ def main() -> None:
             f"full     n={n:>8} m={m}: total {row['total_s']:7.2f} s (build {row['build_s']:.2f}, star "
             f"{row['star_s']:.2f}, nearest {row['nearest_s']:.2f}, variances {row['variance_own_s']:.2f} + "
             f"{row['variance_dataset_s']:.2f}); goal {row['goal_s']} s",
+            flush=True,
+        )
+        print(
+            "         criteria at d: "
+            + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in row["criteria_s"].items())
+            + f"; (d, v)-check of every record {row['check_s']:.2f} s",
             flush=True,
         )
     row = bench_subject(subject[0], m, subject[1], args.seed)
@@ -194,9 +278,21 @@ def main() -> None:
             f"{row['speed_up']:>9.1f} {row['agree']!s:>6}",
             flush=True,
         )
+    print("entropy-l + t-closeness of every window vs the plain per-window reference")
+    print(f"{'n':>8} {'fast s':>8} {'ref s':>9} {'ref recs':>9} {'speed-up':>9} {'agree':>6}")
+    for n in diversity_sizes:
+        row = bench_diversity(n, m, diversity_sample, args.seed)
+        rows.append(row)
+        mark = "*" if row["extrapolated"] else " "
+        print(
+            f"{n:>8} {row['fast_s']:>8.3f} {row['reference_all_s']:>8.2f}{mark} {row['reference_records']:>9} "
+            f"{row['speed_up']:>9.1f} {row['agree']!s:>6}",
+            flush=True,
+        )
     print("* reference time scaled from the sampled records to all n")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    results = RESULTS_DIR / ("bench_audit_quick.json" if args.quick else "bench_audit.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(
         json.dumps(
             {
                 "benchmark": "bench_audit",
@@ -209,7 +305,7 @@ def main() -> None:
         )
         + "\n"
     )
-    print(f"results written to {RESULTS}")
+    print(f"results written to {results}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ pytest.importorskip("coutil.audit.permutation")
 from coutil.audit.plots import plot_distance_distributions
 from coutil.cli import main
 from coutil.errors import InputError
+from tests.audit.test_paper_tables import TABLE1_Y_RANKS
 
 # Table 4: per record (closest anonymized record printed in the paper, permutation distance,
 # X1 and X2 variances at the record's own distance -- the X3 column of the printed table is shifted).
@@ -120,8 +122,13 @@ def test_subject_mode(capsys: pytest.CaptureFixture[str], files: dict[str, str])
     plaus = rec["plausibility"]
     assert set(plaus) == {"p_value", "alpha", "plausible", "random_records"}
     assert plaus["random_records"] == 8000 and plaus["alpha"] == 0.05
-    # 8000 = 20^3: every combination of release values; a distance of 4 is common among them.
-    assert 0.5 < plaus["p_value"] <= 1.0 and plaus["plausible"] is True
+    # 8000 = 20^3: every combination of release values. Without ties such a record's star ranks are
+    # the ranks of its values, so its distance is the L-infinity distance to the nearest row of ranks.
+    ranks = np.array(TABLE1_Y_RANKS)
+    grid = np.array(list(itertools.product(range(1, 21), repeat=3)))
+    chance = np.abs(grid[:, None, :] - ranks[None, :, :]).max(axis=2).min(axis=1)
+    assert plaus["p_value"] == float(np.mean(chance <= 4))
+    assert plaus["plausible"] is (plaus["p_value"] >= 0.05)
     again = _run_json(capsys, [*argv, "--random", "500", "--seed", "3", "--json"])
     assert again["records"][0]["plausibility"]["random_records"] == 500
     assert main([*argv, "--d", "5"]) == 3
@@ -155,7 +162,9 @@ def test_attack_json_reproduces_tables_5_and_6(
     # p-value of a linkage at distance d: the random frequency at d or closer.
     fifth = out["linkages"][4]
     assert fifth["p_value"] == pytest.approx(sum(random[str(d)] for d in range(3)))
-    assert 0.2 < out["hellinger"] < 0.35
+    # Hellinger distance between the two printed distributions (Table 6 at full precision).
+    overlap = sum(np.sqrt(original[d] * random[d]) for d in original)
+    assert out["hellinger"] == pytest.approx(np.sqrt(1 - overlap), rel=1e-12)
     assert out["random_records"] == {"count": 8000, "exhaustive": True, "seed": None}
     assert out["correct_linkage_rate"] == pytest.approx(0.375)
     assert out["unique_correct"] == 6
