@@ -1,4 +1,4 @@
-"""Helpers shared by the CLI command modules: JSON output, progress bars, option parsing."""
+"""Helpers shared by the CLI command modules: JSON output, progress bars, one-line usage errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from typer.core import TyperCommand, TyperGroup
+
+from coutil.errors import InputError
 
 #: Human-facing output goes to stderr so that stdout carries only data (CSV, JSON).
 err_console = Console(stderr=True)
@@ -54,3 +58,56 @@ def progress(enabled: bool = True) -> Iterator[Progress]:
     )
     with prog:
         yield prog
+
+
+# Recent typer vendors click privately (typer._click); in every version typer.BadParameter derives from
+# click's UsageError, the class of every parse error (bad value, missing or unknown option, extra argument).
+_UsageError: type[Exception] = next(
+    (cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError"), typer.BadParameter
+)
+
+
+def _one_line_usage_error(exc: Exception, ctx: Any) -> InputError:
+    """A click usage error as coutil's one-line `InputError` (exit code 2, no usage box)."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    path = getattr(getattr(exc, "ctx", None), "command_path", None) or ctx.command_path
+    return InputError(f"{path}: {' '.join(str(message).split())} (see '{path} --help')")
+
+
+def _is_help_request(exc: Exception) -> bool:
+    # `no_args_is_help` raises a UsageError subclass whose message is the whole help page: keep showing it.
+    return type(exc).__name__ == "NoArgsIsHelpError"
+
+
+class OneLineErrorsCommand(TyperCommand):
+    """A typer command whose parse errors (``--k abc``, a missing or misspelt option) are one line.
+
+    The error leaves as `InputError`, which `coutil.cli.main` prints as ``coutil: error: ...`` with
+    exit code 2, like every other user mistake, instead of typer's multi-line usage panel.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            if _is_help_request(exc):
+                raise
+            raise _one_line_usage_error(exc, ctx) from None
+
+
+class OneLineErrorsGroup(TyperGroup):
+    """A typer group whose unknown or missing sub-command errors are one line (see `OneLineErrorsCommand`)."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except _UsageError as exc:
+            raise _one_line_usage_error(exc, ctx) from None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            if _is_help_request(exc):
+                raise
+            raise _one_line_usage_error(exc, ctx) from None

@@ -4,11 +4,16 @@
   columns of INPUT (default: all) and write OUT.csv with INPUT's header and row order, the other
   columns copied untouched; ordinal columns (``--ordinal``) are masked as ranks and written back as
   their nearest category label. ``--json`` prints one JSON object (n, method, parameters,
-  sse_sst_percent, il1s, ...); the information loss is measured on the values as written.
-- ``info-loss --original X.csv --masked Y.csv``: SSE/SST, IL1s and the preservation of means,
-  variances and correlations (`coutil.sdc.infoloss`).
-- ``check --release Y.csv --qi a,b``: k-anonymity, l-diversity and t-closeness (`coutil.sdc.privacy`);
-  exit code 3 when a threshold given with --k/--l/--t does not hold.
+  sse_sst_percent, il1s, ...; for mdav also k, groups, min_group_size); the information loss is
+  measured on the values as written (for mdav the SSE/SST is the partition's).
+- ``info-loss --original X.csv --masked Y.csv``: SSE/SST, IL1s (a mean) and the preservation of
+  means, variances and correlations, per attribute and overall (`coutil.sdc.infoloss`).
+- ``check --release Y.csv --qi a,b``: k-anonymity, l-diversity (distinct, entropy) and t-closeness
+  (`coutil.sdc.privacy`); exit code 3 when a threshold given with --k/--l/--entropy-l/--t does not hold.
+
+Human output (tables, progress bars for long work) goes to stderr; stdout carries only the --json
+object. Every user mistake, including a malformed option (``--k abc``), is one ``coutil: error:`` line
+on stderr with exit code 2 (the commands use `OneLineErrorsCommand`).
 """
 
 from __future__ import annotations
@@ -21,13 +26,12 @@ import typer
 from numpy.typing import NDArray
 from rich.table import Table
 
-from coutil.cli.common import emit_json, err_console, out_console, progress
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, DataFileError, InputError
 from coutil.sdc.dataset import (
     MISSING_TOKENS,
     CsvTable,
     Dataset,
-    load_csv,
     parse_columns,
     parse_number,
     parse_ordinal_spec,
@@ -46,10 +50,12 @@ anonymize_app = typer.Typer(
         "header and row order; unselected columns are copied unchanged."
     ),
     no_args_is_help=True,
+    cls=OneLineErrorsGroup,
 )
 
 InputArg = Annotated[
-    Path, typer.Argument(help="CSV file with a header row (the original data).", show_default=False)
+    Path,
+    typer.Argument(help="CSV file with a header row (the original data).", metavar="INPUT.csv", show_default=False),
 ]
 OutputOpt = Annotated[
     Path,
@@ -77,7 +83,10 @@ OrdinalOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of the random generator: the same seed gives the same output.")
+    int,
+    typer.Option(
+        "--seed", help="Seed of the random generator (a non-negative integer): the same seed gives the same output."
+    ),
 ]
 DecimalsOpt = Annotated[
     int | None,
@@ -93,16 +102,48 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 # ----------------------------------------------------------------------------------------- helpers
 
 
+def _to_dataset(
+    table: CsvTable, column_names: list[str] | None, ordinal_map: dict[str, tuple[str, ...]]
+) -> Dataset:
+    """The selected columns as numbers; a text cell's error says how to leave the column out or declare it."""
+    try:
+        return table_to_dataset(table, column_names, ordinal_map)
+    except DataFileError as exc:
+        if not exc.problem.startswith("not a number") or exc.column is None:
+            raise
+        # The usual cause is a text column (an id, a category) that was not meant to be masked.
+        choose = "choose the columns with --columns" if column_names is None else (
+            f"leave {exc.column!r} out of --columns"
+        )
+        hint = f"{choose}, or declare an ordinal column with --ordinal '{exc.column}=low<medium<high'"
+        raise DataFileError(exc.path, f"{exc.problem} ({hint})", line=exc.line, column=exc.column) from None
+
+
 def _load_input(path: Path, columns: str | None, ordinal: list[str] | None) -> tuple[CsvTable, Dataset]:
+    column_names = parse_columns(columns)
+    ordinal_map = parse_ordinal_spec(ordinal or [])
     table = read_csv_table(path)
-    data = table_to_dataset(table, parse_columns(columns), parse_ordinal_spec(ordinal or []))
-    return table, data
+    return table, _to_dataset(table, column_names, ordinal_map)
+
+
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise InputError(f"bad --seed {seed}: expected a non-negative integer")
+
+
+def _check_decimals(decimals: int | None) -> None:
+    if decimals is not None and not 0 <= decimals <= 15:
+        raise InputError(f"bad --decimals {decimals}: expected an integer between 0 and 15")
+
+
+def _show_progress(json_output: bool) -> bool:
+    """A progress display only for a person watching a terminal; never in --json mode."""
+    return err_console.is_terminal and not json_output
 
 
 def _released_values(data: Dataset, masked: FloatMatrix, decimals: int | None) -> FloatMatrix:
     """The values as they will be written: ordinal ranks snapped to a category, numbers rounded."""
-    if decimals is not None and not 0 <= decimals <= 15:
-        raise InputError(f"bad --decimals {decimals}: expected an integer between 0 and 15")
+    _check_decimals(decimals)
     released = np.array(masked, dtype=np.float64)
     for j, name in enumerate(data.names):
         if name in data.ordinal:
@@ -142,6 +183,7 @@ def _finish(
         "method": method,
         "parameters": parameters,
         "columns": list(data.names),
+        "input": table.path,
         "output": str(output),
         **(extra or {}),
         "sse_sst_percent": sse,
@@ -159,19 +201,28 @@ def _finish(
 def _check_parameter(name: str, value: float, low: float, high: float | None = None) -> None:
     if not np.isfinite(value) or value < low or (high is not None and value > high):
         bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        raise InputError(f"bad {name} {value!r}: expected a number {bound}")
+        raise InputError(f"bad {name} {value:g}: expected a number {bound}")
 
 
 # --------------------------------------------------------------------------------------- anonymize
 
 
-@anonymize_app.command("mdav")
+@anonymize_app.command("mdav", cls=OneLineErrorsCommand)
 def mdav_command(
     input_csv: InputArg,
     k: Annotated[int, typer.Option("--k", help="Minimum group size: every group has k..2k-1 records.")],
     output: OutputOpt,
     columns: ColumnsOpt = None,
     ordinal: OrdinalOpt = None,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size",
+            help="For very large files: split the records into compact blocks of at most this many and run "
+            "MDAV in each (close to, but not exactly, MDAV; e.g. 50000). Default: exact MDAV on all records.",
+            show_default=False,
+        ),
+    ] = None,
     decimals: DecimalsOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -180,23 +231,35 @@ def mdav_command(
     Attributes are z-scored for the grouping; centroids are written in original units.
     The SSE/SST reported is the partition's, on z-scored attributes.
     """
-    from coutil.sdc.mdav import mdav
+    from coutil.sdc.mdav import mdav_with_progress
 
-    table, data = _load_input(input_csv, columns, ordinal)
     if k < 1:
         raise InputError(f"bad --k {k}: expected a positive integer")
+    if block_size is not None and block_size < 2 * k:
+        raise InputError(f"bad --block-size {block_size}: expected at least 2k = {2 * k}")
+    _check_decimals(decimals)
+    table, data = _load_input(input_csv, columns, ordinal)
     if data.n < k:
         raise InputError(f"{input_csv}: {data.n} records, fewer than k = {k}")
-    with progress(enabled=err_console.is_terminal) as bar:
-        bar.add_task(f"MDAV k={k} on {data.n} records", total=None)
-        result = mdav(data.values, k)
+    with progress(enabled=_show_progress(json_output)) as bar:
+        task = bar.add_task(f"MDAV k={k}: records grouped", total=data.n)
+        result = mdav_with_progress(
+            data.values, k, lambda size: bar.advance(task, size), block_size=block_size
+        )
     groups = np.asarray(result.groups, dtype=np.intp)
     sizes = np.asarray(result.sizes)
-    extra = {"k": k, "groups": int(result.n_groups), "min_group_size": int(sizes.min())}
-    _finish(table, data, output, "mdav", {"k": k}, result.masked(), decimals, json_output, extra, groups)
+    extra = {
+        "k": k,
+        "groups": int(result.n_groups),
+        "min_group_size": int(sizes.min()),
+        "max_group_size": int(sizes.max()),
+        "exact": block_size is None or data.n <= block_size,
+    }
+    parameters: dict[str, Any] = {"k": k} if block_size is None else {"k": k, "block_size": block_size}
+    _finish(table, data, output, "mdav", parameters, result.masked(), decimals, json_output, extra, groups)
 
 
-@anonymize_app.command("rankswap")
+@anonymize_app.command("rankswap", cls=OneLineErrorsCommand)
 def rankswap_command(
     input_csv: InputArg,
     output: OutputOpt,
@@ -214,17 +277,27 @@ def rankswap_command(
 
     Each attribute is swapped independently; marginal distributions are preserved exactly.
     """
-    from coutil.sdc.masking import rank_swap
+    from coutil.sdc.masking import rank_swap, rank_swap_window
 
     _check_parameter("--p", p, 0.0, 100.0)
+    _check_seed(seed)
+    _check_decimals(decimals)
     table, data = _load_input(input_csv, columns, ordinal)
-    with progress(enabled=err_console.is_terminal) as bar:
-        bar.add_task(f"rank swapping p={p:g}% on {data.n} records", total=None)
-        masked = rank_swap(data.values, p, seed)
-    _finish(table, data, output, "rankswap", {"p": p, "seed": seed}, masked, decimals, json_output)
+    window = rank_swap_window(data.n, p)
+    if window < 1 and not json_output:
+        # mu-Argus semantics: a window of p*n/100 < 1 rank leaves every value in place.
+        err_console.print(
+            f"warning: --p {p:g} of {data.n} records is a window of {p * data.n / 100:g} ranks (< 1): "
+            f"nothing is swapped; use --p of at least {100 / data.n:.3g}"
+        )
+    with progress(enabled=_show_progress(json_output)) as bar:
+        task = bar.add_task(f"rank swapping p={p:g}%: attributes", total=data.m)
+        masked = rank_swap(data.values, p, seed, on_column=lambda _: bar.advance(task))
+    parameters = {"p": p, "seed": seed, "window_ranks": window}
+    _finish(table, data, output, "rankswap", parameters, masked, decimals, json_output)
 
 
-@anonymize_app.command("noise")
+@anonymize_app.command("noise", cls=OneLineErrorsCommand)
 def noise_command(
     input_csv: InputArg,
     output: OutputOpt,
@@ -241,12 +314,14 @@ def noise_command(
     from coutil.sdc.masking import additive_noise
 
     _check_parameter("--a", a, 0.0)
+    _check_seed(seed)
+    _check_decimals(decimals)
     table, data = _load_input(input_csv, columns, ordinal)
     masked = additive_noise(data.values, a, seed)
     _finish(table, data, output, "noise", {"a": a, "seed": seed}, masked, decimals, json_output)
 
 
-@anonymize_app.command("mult-noise")
+@anonymize_app.command("mult-noise", cls=OneLineErrorsCommand)
 def mult_noise_command(
     input_csv: InputArg,
     output: OutputOpt,
@@ -263,12 +338,14 @@ def mult_noise_command(
     from coutil.sdc.masking import multiplicative_noise
 
     _check_parameter("--a", a, 0.0, 1.0)
+    _check_seed(seed)
+    _check_decimals(decimals)
     table, data = _load_input(input_csv, columns, ordinal)
     masked = multiplicative_noise(data.values, a, seed)
     _finish(table, data, output, "mult-noise", {"a": a, "seed": seed}, masked, decimals, json_output)
 
 
-@anonymize_app.command("synthetic")
+@anonymize_app.command("synthetic", cls=OneLineErrorsCommand)
 def synthetic_command(
     input_csv: InputArg,
     output: OutputOpt,
@@ -285,12 +362,14 @@ def synthetic_command(
     """
     from coutil.sdc.masking import synthetic_normal
 
+    _check_seed(seed)
+    _check_decimals(decimals)
     table, data = _load_input(input_csv, columns, ordinal)
     masked = synthetic_normal(data.values, seed)
     _finish(table, data, output, "synthetic", {"seed": seed}, masked, decimals, json_output)
 
 
-@anonymize_app.command("local")
+@anonymize_app.command("local", cls=OneLineErrorsCommand)
 def local_command(
     input_csv: InputArg,
     output: OutputOpt,
@@ -320,6 +399,8 @@ def local_command(
     from coutil.sdc.masking import local_anonymization
 
     _check_parameter("--a", a, 0.0)
+    _check_seed(seed)
+    _check_decimals(decimals)
     table, data = _load_input(input_csv, columns, ordinal)
     if scales is None:
         scale_values = [float(s) for s in data.values.std(axis=0)]
@@ -363,44 +444,55 @@ def info_loss_command(
 ) -> None:
     """Information loss of Y with respect to X: SSE/SST (%), IL1s, means, variances, correlations.
 
-    SSE/SST z-scores both files with X's means and standard deviations.
-    IL1s is the mean over cells of |x - y| / (sqrt(2) S_j), S_j the standard deviation of X's column j.
-    Row i of Y must be the masked version of row i of X.
+    Every figure is given per attribute and overall. SSE/SST z-scores both files with X's means and
+    standard deviations. IL1s is the MEAN (not the sum) over cells of |x - y| / (sqrt(2) S_j), S_j the
+    sample standard deviation of X's column j. Row i of Y must be the masked version of row i of X.
     """
     from coutil.sdc.infoloss import information_loss
 
+    column_names = parse_columns(columns)
     ordinal_map = parse_ordinal_spec(ordinal or [])
-    x = load_csv(original, parse_columns(columns), ordinal_map)
-    y = load_csv(masked, x.names, ordinal_map)
+    x = _to_dataset(read_csv_table(original), column_names, ordinal_map)
+    y = _to_dataset(read_csv_table(masked), list(x.names), ordinal_map)
     if x.n != y.n:
         raise InputError(
             f"{original} has {x.n} records but {masked} has {y.n}: the rows must match one to one"
         )
     report = information_loss(x, y)
     if json_output:
-        emit_json(report.to_dict())
+        emit_json({"original": str(original), "masked": str(masked), **report.to_dict()})
         return
-    # Five columns fit an 80-column terminal; the masked means and variances are in --json.
+    # Human output goes to stderr like every command's; the masked means and variances are in --json.
+    # Six narrow columns fit an 80-column terminal.
     table = Table(title=f"Information loss of {masked} w.r.t. {original} ({x.n} records)", title_justify="left")
     table.add_column("attribute", no_wrap=True)
-    for heading in ("mean X", "mean change", "variance X", "variance change"):
+    for heading in ("SSE/SST", "IL1s", "mean Δ", "var Δ", "corr |Δ|"):
         table.add_column(heading, justify="right", no_wrap=True)
     for attribute in report.to_dict()["attributes"]:
         table.add_row(
             attribute["name"],
-            f"{attribute['mean_original']:.6g}",
+            f"{attribute['sse_sst_percent']:.2f}%",
+            f"{attribute['il1s']:.4f}",
             _percent(attribute["mean_relative_difference"]),
-            f"{attribute['variance_original']:.4g}",
             _percent(attribute["variance_relative_difference"]),
+            f"{attribute['correlation_mean_abs_difference']:.4f}",
         )
-    out_console.print(table)
-    summary = Table(show_header=False, box=None)
-    summary.add_row("SSE/SST", f"{report.sse_sst_percent:.4f} %")
-    summary.add_row("IL1s", f"{report.il1s:.4f}")
-    summary.add_row("mean |rel. diff| of means", f"{report.mean_abs_mean_relative_difference:.4%}")
-    summary.add_row("mean |rel. diff| of variances", f"{report.mean_abs_variance_relative_difference:.4%}")
-    summary.add_row("mean |diff| of correlations", f"{report.correlation_mean_abs_difference:.4f}")
-    out_console.print(summary)
+    table.add_section()
+    table.add_row(
+        "overall",
+        f"{report.sse_sst_percent:.2f}%",
+        f"{report.il1s:.4f}",
+        f"{report.mean_abs_mean_relative_difference:.2%}",
+        f"{report.mean_abs_variance_relative_difference:.2%}",
+        f"{report.correlation_mean_abs_difference:.4f}",
+    )
+    err_console.print(table)
+    err_console.print(
+        "SSE/SST on attributes z-scored with X's mean and std; IL1s is the mean (not the sum) over cells of "
+        "|x-y|/(sqrt(2) S_j); Δ are relative changes (overall: mean of their absolute values); corr |Δ| is "
+        "the mean absolute change of correlations.",
+        style="dim",
+    )
 
 
 # ------------------------------------------------------------------------------------------- check
@@ -423,7 +515,7 @@ def _encode_column(table: CsvTable, name: str, ordinal: dict[str, tuple[str, ...
     for i, cell in enumerate(cells):
         # '?' often marks a suppressed cell in a release: a category of its own, not a missing value.
         if cell.lower() in MISSING_TOKENS and cell != "?":
-            raise DataFileError(table.path, "missing value", line=i + 2, column=name)
+            raise DataFileError(table.path, "missing value", line=table.line_of(i), column=name)
     _, codes = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
     return np.asarray(codes, dtype=np.float64).reshape(-1), False
 
@@ -468,6 +560,10 @@ def check_command(
         int | None, typer.Option("--l", help="Require distinct l-diversity: at least l distinct values of each "
                                  "confidential attribute in every class.", show_default=False)
     ] = None,
+    entropy_l: Annotated[
+        float | None, typer.Option("--entropy-l", help="Require entropy l-diversity: exp(H) >= l in every class, "
+                                   "H the Shannon entropy (natural log) of the class's values.", show_default=False)
+    ] = None,
     t: Annotated[
         float | None, typer.Option("--t", help="Require t-closeness: the ordered EMD between each class's and the "
                                    "whole table's distribution is at most t (0..1).", show_default=False)
@@ -478,7 +574,8 @@ def check_command(
     """Check a release: k-anonymity of the QIs, l-diversity and t-closeness of the confidential columns.
 
     Non-numeric QI values (e.g. '30-39', '*') are compared as text.
-    Exit code 3 when a threshold given with --k, --l or --t does not hold.
+    Exit code 3 when a threshold given with --k, --l, --entropy-l or --t does not hold (0 when all hold);
+    the report is printed (and with --json emitted) either way.
     """
     from coutil.sdc.privacy import check_privacy
 
@@ -486,15 +583,17 @@ def check_command(
         raise InputError(f"bad --k {k}: expected a positive integer")
     if l_required is not None and l_required < 1:
         raise InputError(f"bad --l {l_required}: expected a positive integer")
+    if entropy_l is not None and not (np.isfinite(entropy_l) and entropy_l >= 1.0):
+        raise InputError(f"bad --entropy-l {entropy_l:g}: expected a number of at least 1")
     if t is not None and not 0.0 <= t <= 1.0:
-        raise InputError(f"bad --t {t}: expected a number between 0 and 1")
+        raise InputError(f"bad --t {t:g}: expected a number between 0 and 1")
     qi_names = parse_columns(qi) or []
     conf_names = parse_columns(confidential) or []
     overlap = sorted(set(qi_names) & set(conf_names))
     if overlap:
         raise InputError(f"column(s) {', '.join(overlap)} cannot be both --qi and --confidential")
-    if (l_required is not None or t is not None) and not conf_names:
-        raise InputError("--l and --t need --confidential columns")
+    if (l_required is not None or entropy_l is not None or t is not None) and not conf_names:
+        raise InputError("--l, --entropy-l and --t need --confidential columns")
     ordinal_map = parse_ordinal_spec(ordinal or [])
     table = read_csv_table(release)
     for name in ordinal_map:
@@ -515,6 +614,7 @@ def check_command(
         required_l=None if l_required is None else float(l_required),
         required_t=t,
         numeric=[ordered for _, _, ordered in encoded],
+        required_entropy_l=entropy_l,
     )
     if json_output:
         emit_json({"release": str(release), "n": report.k_anonymity.n, **report.to_dict()})
@@ -523,13 +623,13 @@ def check_command(
     failures = report.failures()
     if failures:
         raise CheckFailedError("privacy check failed: " + "; ".join(failures))
-    if not json_output and (k is not None or l_required is not None or t is not None):
+    if not json_output and any(v is not None for v in (k, l_required, entropy_l, t)):
         err_console.print("all required privacy checks hold")
 
 
 def register(app: typer.Typer) -> None:
     """Add `anonymize` (sub-commands), `info-loss` and `check` to the `coutil` app."""
     app.add_typer(anonymize_app, name="anonymize")
-    app.command("info-loss")(info_loss_command)
-    app.command("check")(check_command)
+    app.command("info-loss", cls=OneLineErrorsCommand)(info_loss_command)
+    app.command("check", cls=OneLineErrorsCommand)(check_command)
 

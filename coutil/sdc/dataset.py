@@ -52,8 +52,12 @@ class CsvTable:
         try:
             return self.header.index(name)
         except ValueError:
+            hint = ""
+            if len(self.header) == 1 and any(sep in self.header[0] for sep in ";\t|"):
+                # A one-column header holding separators is almost always a file that is not comma-separated.
+                hint = " (the file must be comma-separated)"
             raise DataFileError(
-                self.path, f"unknown column {name!r}; the columns are {', '.join(self.header)}"
+                self.path, f"unknown column {name!r}; the columns are {', '.join(self.header)}{hint}"
             ) from None
 
 
@@ -65,12 +69,12 @@ def read_csv_table(path: str | Path) -> CsvTable:
         raise DataFileError(name, "no such file")
     if p.is_dir():
         raise DataFileError(name, "is a directory, not a CSV file")
+    rows: list[list[str]] = []
+    starts: list[int] = []
+    previous_end = 0
     try:
         with p.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
-            rows: list[list[str]] = []
-            starts: list[int] = []
-            previous_end = 0
             for row in reader:
                 rows.append(row)
                 # reader.line_num is the line where the record ENDS; a quoted cell may span several lines.
@@ -79,7 +83,8 @@ def read_csv_table(path: str | Path) -> CsvTable:
     except UnicodeDecodeError as exc:
         raise DataFileError(name, f"not a UTF-8 text file ({exc.reason})") from None
     except csv.Error as exc:
-        raise DataFileError(name, f"malformed CSV ({exc})") from None
+        # The bad record starts on the line after the last good one (e.g. a NUL byte, an unclosed quote).
+        raise DataFileError(name, f"malformed CSV ({exc})", line=previous_end + 1) from None
     except OSError as exc:
         raise DataFileError(name, f"cannot read ({exc.strerror})") from None
     # Blank lines at the end are common in hand-edited files; blank lines elsewhere are not rows.

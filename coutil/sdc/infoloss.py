@@ -7,14 +7,19 @@ Measures (all on the selected numeric attributes; ordinal attributes as ranks):
   both are scaled with *X's* mean and standard deviation and ``SSE = sum_i ||z(x_i) - z(y_i)||^2``,
   ``SST = sum_i ||z(x_i)||^2``. When Y replaces every record by its group's centroid both versions
   are equal (z-scoring is affine), so the figure is comparable across masking methods.
-- **IL1s** (Yancey, Winkler & Creecy 2002): the *mean* over records i and attributes j of
-  ``|x_ij - y_ij| / (sqrt(2) * S_j)``, S_j the sample standard deviation (``ddof=1``) of X^j
-  (an attribute with S_j = 0 uses S_j = 1). Being a mean, it does not grow with n or m.
+- **IL1s** (Yancey, Winkler & Creecy 2002): the *mean* (not the sum) over records i and attributes j
+  of ``|x_ij - y_ij| / (sqrt(2) * S_j)``, S_j the sample standard deviation (``ddof=1``) of X^j
+  (an attribute with S_j = 0 uses S_j = 1). Being a mean, it does not grow with n or m; the sum
+  is ``n * m`` times it.
 - **Preservation of means, variances and correlations**: per attribute the relative differences
   ``(mean(Y^j) - mean(X^j)) / |mean(X^j)|`` and ``(var(Y^j) - var(X^j)) / var(X^j)`` (population
   variances; the plain difference when the denominator is 0), overall the mean of their absolute
   values, and the mean absolute difference between the off-diagonal entries of the two Pearson
   correlation matrices (a constant attribute is taken as uncorrelated with everything).
+
+Every measure is given overall and per attribute: the SSE/SST of attribute j is its own share
+``SSE_j / SST_j``, its IL1s the mean over records (the overall IL1s is the mean of these), and its
+correlation figure the mean absolute difference of its correlations with the other attributes.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from numpy.typing import NDArray
 
 from coutil.errors import InputError
 from coutil.sdc.dataset import Dataset
+from coutil.sdc.stats import group_centroids
 from coutil.sdc.stats import sse_sst_percent as partition_sse_sst_percent
 
 FloatMatrix = NDArray[np.float64]
@@ -67,11 +73,7 @@ def _pair(original: Any, masked: Any) -> tuple[FloatMatrix, FloatMatrix]:
 def sse_sst_percent_pair(original: Any, masked: Any) -> float:
     """SSE/SST (%) between X and Y, both z-scored with X's mean and population standard deviation."""
     x, y = _pair(original, masked)
-    mean = x.mean(axis=0)
-    std = x.std(axis=0)
-    std = np.where(std > 0, std, 1.0)  # a constant attribute is only centred, as in stats.zscore
-    zx = (x - mean) / std
-    zy = (y - mean) / std
+    zx, zy = _z_pair(x, y)  # a constant attribute is only centred, as in stats.zscore
     sse = float(((zx - zy) ** 2).sum())
     sst = float((zx**2).sum())
     return 100.0 * sse / sst if sst > 0 else 0.0
@@ -87,11 +89,8 @@ def sse_sst_percent_groups(values: Any, groups: Sequence[int] | IntArray) -> flo
 
 
 def il1s(original: Any, masked: Any) -> float:
-    """IL1s: mean over records and attributes of ``|x - y| / (sqrt(2) * S_j)`` (S_j: ddof=1 std of X^j)."""
-    x, y = _pair(original, masked)
-    std = x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros(x.shape[1])
-    std = np.where(std > 0, std, 1.0)
-    return float((np.abs(x - y) / (math.sqrt(2.0) * std)).mean())
+    """IL1s: the MEAN over records and attributes of ``|x - y| / (sqrt(2) * S_j)`` (S_j: ddof=1 std of X^j)."""
+    return float(il1s_per_attribute(original, masked).mean())
 
 
 def _relative_difference(masked: NDArray[np.float64], original: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -113,6 +112,51 @@ def correlation_matrix(values: FloatMatrix) -> FloatMatrix:
     return np.asarray(np.clip(corr, -1.0, 1.0), dtype=np.float64)
 
 
+def _z_pair(x: FloatMatrix, y: FloatMatrix) -> tuple[FloatMatrix, FloatMatrix]:
+    """X and Y z-scored with X's mean and population standard deviation (a constant X^j only centred)."""
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (x - mean) / std, (y - mean) / std
+
+
+def _percent_ratios(sse: NDArray[np.float64], sst: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.asarray(np.where(sst > 0, 100.0 * sse / np.where(sst > 0, sst, 1.0), 0.0), dtype=np.float64)
+
+
+def sse_sst_percent_per_attribute(
+    original: Any, masked: Any, groups: Sequence[int] | IntArray | None = None
+) -> NDArray[np.float64]:
+    """SSE_j / SST_j (%) of every attribute: of X against Y, or of X's partition when ``groups`` is given."""
+    x, y = _pair(original, masked)
+    zx, zy = _z_pair(x, y)
+    if groups is not None:
+        labels = np.asarray(groups, dtype=np.intp)
+        if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
+            raise InputError("groups must be one non-negative label per record")
+        zy = group_centroids(zx, labels)[labels]
+    return _percent_ratios(((zx - zy) ** 2).sum(axis=0), (zx**2).sum(axis=0))
+
+
+def il1s_per_attribute(original: Any, masked: Any) -> NDArray[np.float64]:
+    """IL1s of every attribute: the mean over records of ``|x_ij - y_ij| / (sqrt(2) * S_j)``."""
+    x, y = _pair(original, masked)
+    std = x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros(x.shape[1])
+    std = np.where(std > 0, std, 1.0)
+    return np.asarray((np.abs(x - y) / (math.sqrt(2.0) * std)).mean(axis=0), dtype=np.float64)
+
+
+def correlation_abs_difference_per_attribute(original: Any, masked: Any) -> NDArray[np.float64]:
+    """For every attribute, the mean |r_X(j, l) - r_Y(j, l)| over the other attributes l (0 with one attribute)."""
+    x, y = _pair(original, masked)
+    m = x.shape[1]
+    if m < 2:
+        return np.zeros(m, dtype=np.float64)
+    difference = np.abs(correlation_matrix(x) - correlation_matrix(y))
+    np.fill_diagonal(difference, 0.0)
+    return np.asarray(difference.sum(axis=1) / (m - 1), dtype=np.float64)
+
+
 def correlation_mean_abs_difference(original: Any, masked: Any) -> float:
     """Mean absolute difference of the off-diagonal correlations of X and Y (0 with one attribute)."""
     x, y = _pair(original, masked)
@@ -131,7 +175,7 @@ class InfoLossReport:
     n: int
     #: SSE/SST in percent (partition version when the groups were given, else the two-data-set one).
     sse_sst_percent: float
-    #: IL1s: mean over cells of |x - y| / (sqrt(2) S_j).
+    #: IL1s: the MEAN (not the sum) over cells of |x - y| / (sqrt(2) S_j).
     il1s: float
     mean_original: tuple[float, ...]
     mean_masked: tuple[float, ...]
@@ -144,6 +188,10 @@ class InfoLossReport:
     mean_abs_variance_relative_difference: float
     #: Mean absolute difference of the off-diagonal correlations.
     correlation_mean_abs_difference: float
+    #: Per attribute: SSE_j/SST_j (%), IL1s (mean over records), mean |correlation difference| with the others.
+    sse_sst_percent_by_attribute: tuple[float, ...]
+    il1s_by_attribute: tuple[float, ...]
+    correlation_abs_difference_by_attribute: tuple[float, ...]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: overall figures plus one entry per attribute."""
@@ -152,6 +200,7 @@ class InfoLossReport:
             "columns": list(self.names),
             "sse_sst_percent": self.sse_sst_percent,
             "il1s": self.il1s,
+            "il1s_aggregation": "mean",
             "mean_abs_mean_relative_difference": self.mean_abs_mean_relative_difference,
             "mean_abs_variance_relative_difference": self.mean_abs_variance_relative_difference,
             "correlation_mean_abs_difference": self.correlation_mean_abs_difference,
@@ -164,6 +213,9 @@ class InfoLossReport:
                     "variance_original": self.variance_original[j],
                     "variance_masked": self.variance_masked[j],
                     "variance_relative_difference": self.variance_relative_difference[j],
+                    "sse_sst_percent": self.sse_sst_percent_by_attribute[j],
+                    "il1s": self.il1s_by_attribute[j],
+                    "correlation_mean_abs_difference": self.correlation_abs_difference_by_attribute[j],
                 }
                 for j, name in enumerate(self.names)
             ],
@@ -215,4 +267,7 @@ def information_loss(
         mean_abs_mean_relative_difference=float(np.abs(mean_rel).mean()),
         mean_abs_variance_relative_difference=float(np.abs(var_rel).mean()),
         correlation_mean_abs_difference=correlation_mean_abs_difference(x, y),
+        sse_sst_percent_by_attribute=_floats(sse_sst_percent_per_attribute(x, y, groups)),
+        il1s_by_attribute=_floats(il1s_per_attribute(x, y)),
+        correlation_abs_difference_by_attribute=_floats(correlation_abs_difference_per_attribute(x, y)),
     )

@@ -14,7 +14,7 @@ Variances and standard deviations here are population ones (``ddof=0``), as in `
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,14 +105,21 @@ def rank_swap_column(column: NDArray[np.float64], p: float, rng: np.random.Gener
     return result
 
 
-def rank_swap(values: Any, p: float, seed: SeedLike) -> FloatMatrix:
-    """Rank swapping of every attribute independently with a p% rank window (0 <= p <= 100)."""
+def rank_swap(
+    values: Any, p: float, seed: SeedLike, on_column: Callable[[int], None] | None = None
+) -> FloatMatrix:
+    """Rank swapping of every attribute independently with a p% rank window (0 <= p <= 100).
+
+    ``on_column(j)``, if given, is called after attribute j is swapped (for a progress display).
+    """
     data = _matrix(values)
     p_value = _check_fraction("p", p, upper=100.0)
     rng = _rng(seed)
     out = np.empty_like(data)
     for j in range(data.shape[1]):
         out[:, j] = rank_swap_column(data[:, j], p_value, rng)
+        if on_column is not None:
+            on_column(j)
     return out
 
 

@@ -48,16 +48,20 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from coutil.errors import InputError
+from coutil.sdc.dataset import Dataset
 from coutil.sdc.stats import group_centroids
 
 FloatMatrix = NDArray[np.float64]
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+#: Called after each group is formed with the number of records it holds (e.g. a progress bar's advance).
+GroupCallback = Callable[[int], None]
 
 #: Finest fixed-point grid for the z-scores: step 2**-40.
 MAX_GRID_BITS = 40
@@ -110,8 +114,16 @@ def squared_distances(rows: FloatMatrix, point: FloatArray) -> FloatArray:
     return np.asarray(np.cumsum(squares, axis=1)[:, -1], dtype=np.float64)
 
 
-def _check_input(values: FloatMatrix, k: int) -> tuple[FloatMatrix, int]:
-    x = np.asarray(values, dtype=np.float64)
+def _check_input(values: Any, k: int) -> tuple[FloatMatrix, int]:
+    # The Python API takes arrays, `Dataset`s and pandas DataFrames (ordered categoricals as ranks).
+    if hasattr(values, "columns") and hasattr(values, "dtypes"):
+        values = Dataset.from_dataframe(values)
+    if isinstance(values, Dataset):
+        values = values.values
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"MDAV needs numeric attributes (ordinal ones as ranks): {exc}") from None
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2 or x.shape[1] == 0:
@@ -328,7 +340,7 @@ class _Scanner:
 # ------------------------------------------------------------------------------------------ fast exact
 
 
-def _mdav_labels(data: GridData, k: int) -> IntArray:
+def _mdav_labels(data: GridData, k: int, on_group: GroupCallback | None = None) -> IntArray:
     """Exact MDAV group labels on grid data (the fast path shared by `mdav` and `mdav_partitioned`)."""
     grid = data.values
     n = grid.shape[0]
@@ -350,6 +362,8 @@ def _mdav_labels(data: GridData, k: int) -> IntArray:
         label += 1
         remaining -= members.size
         integer_sum = integer_sum - data.integers[members].sum(axis=0)
+        if on_group is not None:
+            on_group(int(members.size))
         return approx, norm, error, members
 
     def forget(members: IntArray) -> None:
@@ -367,13 +381,32 @@ def _mdav_labels(data: GridData, k: int) -> IntArray:
         forget(form_group(scanner.farthest(data.centroid(integer_sum, remaining)))[3])
     if remaining > 0:
         groups[alive] = label
+        if on_group is not None:
+            on_group(remaining)
     return groups
 
 
 def mdav(values: FloatMatrix, k: int) -> Microaggregation:
-    """Exact classic MDAV (conventions in the module docstring); identical groups to `mdav_reference`."""
+    """Exact classic MDAV (conventions in the module docstring); identical groups to `mdav_reference`.
+
+    ``values`` is an ``(n, m)`` array, a `Dataset` or a pandas DataFrame (ordered categoricals as ranks).
+    """
     x, k = _check_input(values, k)
     return _result(x, _mdav_labels(standardize_to_grid(x), k), k)
+
+
+def mdav_with_progress(
+    values: FloatMatrix, k: int, on_group: GroupCallback, *, block_size: int | None = None
+) -> Microaggregation:
+    """`mdav` (or `mdav_partitioned` when ``block_size`` is given) calling ``on_group(size)`` after every group.
+
+    The sizes add up to n, so a progress bar of n records can simply advance by each size. The groups
+    are exactly those of `mdav` / `mdav_partitioned`.
+    """
+    x, k = _check_input(values, k)
+    if block_size is None:
+        return _result(x, _mdav_labels(standardize_to_grid(x), k, on_group), k)
+    return _partitioned(x, k, block_size, on_group)
 
 
 # ------------------------------------------------------------------------------------------ partitioned
@@ -408,17 +441,21 @@ def mdav_partitioned(values: FloatMatrix, k: int, block_size: int = 50_000) -> M
     keeps blocks large and relies on the fast exact MDAV inside them.
     """
     x, k = _check_input(values, k)
-    if block_size < 2 * k:
-        raise InputError(f"bad block_size {block_size}: expected at least 2k = {2 * k}")
+    return _partitioned(x, k, block_size, None)
+
+
+def _partitioned(x: FloatMatrix, k: int, block_size: int, on_group: GroupCallback | None) -> Microaggregation:
+    if isinstance(block_size, bool) or int(block_size) != block_size or block_size < 2 * k:
+        raise InputError(f"bad block_size {block_size!r}: expected an integer of at least 2k = {2 * k}")
     data = standardize_to_grid(x)
     n = x.shape[0]
     if n <= block_size:
-        return _result(x, _mdav_labels(data, k), k)
+        return _result(x, _mdav_labels(data, k, on_group), k)
     groups = np.empty(n, dtype=np.intp)
     offset = 0
-    for block in _split_blocks(data.values, block_size):
+    for block in _split_blocks(data.values, int(block_size)):
         sub = GridData(np.ascontiguousarray(data.values[block]), data.integers[block], data.bits)
-        labels = _mdav_labels(sub, k)
+        labels = _mdav_labels(sub, k, on_group)
         groups[block] = labels + offset
         offset += int(labels.max()) + 1
     return _result(x, groups, k)

@@ -7,13 +7,18 @@ Records with identical quasi-identifier (QI) vectors form an *equivalence class*
 - **l-diversity**, per confidential attribute: *distinct* l of a class is its number of distinct
   values, *entropy* l is ``exp(H)`` with H the (natural-log) Shannon entropy of the class's value
   distribution; the release's l is the minimum over classes. A required l is checked against the
-  distinct l (the weaker, most common notion); the entropy l is reported beside it.
+  distinct l (the weaker, most common notion) and, separately, a required *entropy* l against the
+  entropy l (with a relative tolerance of 1e-9, since ``exp(ln 3)`` is not exactly 3 in floats).
 - **t-closeness** (Li, Li & Venkatasubramanian 2007), per numeric confidential attribute: the earth
   mover's distance between a class's distribution and the whole table's, with the *ordered
   distance* over the m sorted distinct values of the table, ``|i - j| / (m - 1)``. It has the closed
   form ``EMD(P, Q) = (1 / (m - 1)) * sum_{i=1}^{m} |sum_{j<=i} (p_j - q_j)|``. The release's t is the
   maximum over classes. Here it is computed exactly in O(n log n) with prefix sums instead of a
   dense class x value table, so it works on continuous attributes with many distinct values.
+
+QIs and confidential attributes are arrays, `Dataset`s or pandas DataFrames / Series. Classes and
+l-diversity only compare values for equality, so text values (e.g. a generalized '30-39', a disease)
+are accepted there; t-closeness needs an order: numbers or an ordered categorical (as ranks).
 
 Every result is a frozen dataclass with ``to_dict()``.
 """
@@ -29,16 +34,42 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coutil.errors import InputError
+from coutil.sdc.dataset import Dataset
 
 FloatMatrix = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
 #: Slack on the t threshold so that a class exactly at t (on paper) is not failed by float rounding.
 T_TOLERANCE = 1e-12
+#: Relative slack on the entropy l threshold: exp(ln 3) is 2.9999999999999996, which must count as 3.
+ENTROPY_L_TOLERANCE = 1e-9
 
 
-def _column(values: Any, n: int | None, what: str) -> NDArray[np.float64]:
-    col = np.asarray(values, dtype=np.float64).reshape(-1)
+def _attribute(values: Any, what: str, *, ordered: bool) -> NDArray[np.float64]:
+    """One attribute as float64: numbers as given, ordered pandas categoricals as ranks 1..c, and, where
+    no order is needed (classes, l-diversity), any other values (text) as codes of their distinct values."""
+    dtype: Any = getattr(values, "dtype", None)
+    if getattr(dtype, "name", "") == "category":  # a pandas categorical (pandas itself is optional)
+        ranks = np.asarray(values.cat.codes, dtype=np.float64).reshape(-1) + 1.0
+        if np.any(ranks < 1):
+            raise InputError(f"{what} contains missing values")
+        if ordered and not dtype.ordered:
+            raise InputError(f"{what} is an unordered categorical: t-closeness needs numbers or ordered categories")
+        return ranks
+    try:
+        return np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        if ordered:
+            raise InputError(f"{what} is not numeric: t-closeness needs numbers or ordered categories") from None
+    cells = np.asarray(values, dtype=object).reshape(-1)
+    if any(c is None or (isinstance(c, float) and math.isnan(c)) for c in cells):
+        raise InputError(f"{what} contains missing values")
+    _, text_codes = np.unique(cells.astype(str), return_inverse=True)
+    return np.asarray(text_codes, dtype=np.float64).reshape(-1)
+
+
+def _column(values: Any, n: int | None, what: str, *, ordered: bool = True) -> NDArray[np.float64]:
+    col = _attribute(values, what, ordered=ordered)
     if n is not None and col.shape[0] != n:
         raise InputError(f"{what} has {col.shape[0]} values for {n} records")
     if not np.all(np.isfinite(col)):
@@ -46,12 +77,43 @@ def _column(values: Any, n: int | None, what: str) -> NDArray[np.float64]:
     return col
 
 
+def _qi_matrix(qi_values: Any) -> FloatMatrix:
+    """The QI columns as numbers; text or categorical QIs (a DataFrame, an object array) become codes."""
+    if isinstance(qi_values, Dataset):
+        return qi_values.values
+    if hasattr(qi_values, "columns") and hasattr(qi_values, "dtypes"):  # a pandas DataFrame
+        columns = [_attribute(qi_values[c], f"quasi-identifier {c!r}", ordered=False) for c in qi_values.columns]
+        return np.column_stack(columns) if columns else np.empty((len(qi_values), 0))
+    try:
+        return np.asarray(qi_values, dtype=np.float64)
+    except (TypeError, ValueError):
+        cells = np.asarray(qi_values, dtype=object)
+    if cells.ndim == 1:
+        cells = cells.reshape(-1, 1)
+    if cells.ndim != 2:
+        raise InputError("quasi-identifiers must be a 2-D table (records x attributes)")
+    return np.column_stack(
+        [_attribute(cells[:, j], f"quasi-identifier {j + 1}", ordered=False) for j in range(cells.shape[1])]
+    )
+
+
+def _is_ordered(values: Any) -> bool:
+    """Whether an attribute has an order t-closeness can use: numbers or an ordered categorical."""
+    try:
+        _attribute(values, "attribute", ordered=True)
+    except InputError:
+        return False
+    return True
+
+
 def equivalence_classes(qi_values: Any) -> tuple[IntArray, IntArray]:
     """(class label per record, size per class) of the records' QI vectors.
 
-    Labels are 0..G-1 in the lexicographic order of the distinct QI vectors.
+    ``qi_values`` is an ``(n, q)`` array, or a pandas DataFrame whose text or categorical columns are
+    compared by equality. Labels are 0..G-1 in the lexicographic order of the distinct QI vectors
+    (of their codes, for text QIs).
     """
-    qi = np.asarray(qi_values, dtype=np.float64)
+    qi = _qi_matrix(qi_values)
     if qi.ndim == 1:
         qi = qi.reshape(-1, 1)
     if qi.ndim != 2 or qi.shape[0] == 0 or qi.shape[1] == 0:
@@ -121,10 +183,24 @@ class LDiversityReport:
     required_l: float | None
     #: Classes whose distinct l is below the required l (0 when none was required).
     violating_classes: int
+    #: Required entropy l (``exp(H)`` of every class at least this), if any.
+    required_entropy_l: float | None = None
+    #: Classes whose entropy l is below the required entropy l (0 when none was required).
+    entropy_violating_classes: int = 0
+
+    @property
+    def distinct_holds(self) -> bool:
+        return self.required_l is None or self.distinct_l >= self.required_l
+
+    @property
+    def entropy_holds(self) -> bool:
+        return self.required_entropy_l is None or self.entropy_l >= self.required_entropy_l * (
+            1.0 - ENTROPY_L_TOLERANCE
+        )
 
     @property
     def holds(self) -> bool:
-        return self.required_l is None or self.distinct_l >= self.required_l
+        return self.distinct_holds and self.entropy_holds
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +209,8 @@ class LDiversityReport:
             "entropy_l": self.entropy_l,
             "required_l": self.required_l,
             "violating_classes": self.violating_classes,
+            "required_entropy_l": self.required_entropy_l,
+            "entropy_violating_classes": self.entropy_violating_classes,
             "holds": self.holds,
         }
 
@@ -146,12 +224,21 @@ def _class_value_counts(labels: IntArray, codes: IntArray) -> tuple[IntArray, In
 
 
 def l_diversity_from_classes(
-    labels: IntArray, sizes: IntArray, values: Any, attribute: str = "x", required_l: float | None = None
+    labels: IntArray,
+    sizes: IntArray,
+    values: Any,
+    attribute: str = "x",
+    required_l: float | None = None,
+    required_entropy_l: float | None = None,
 ) -> LDiversityReport:
-    """l-diversity of ``values`` within the classes given by ``labels`` (from `equivalence_classes`)."""
-    column = _column(values, labels.shape[0], f"confidential attribute {attribute!r}")
-    if required_l is not None and not (math.isfinite(required_l) and required_l >= 1):
-        raise InputError(f"bad l {required_l!r}: expected a number >= 1")
+    """l-diversity of ``values`` within the classes given by ``labels`` (from `equivalence_classes`).
+
+    ``values`` may be numbers or, since only equality matters here, text (compared as text).
+    """
+    column = _column(values, labels.shape[0], f"confidential attribute {attribute!r}", ordered=False)
+    for name, required in (("l", required_l), ("entropy l", required_entropy_l)):
+        if required is not None and not (math.isfinite(required) and required >= 1):
+            raise InputError(f"bad {name} {required!r}: expected a number >= 1")
     _, codes = np.unique(column, return_inverse=True)
     codes = np.asarray(codes.reshape(-1), dtype=np.intp)
     n_values = int(codes.max()) + 1
@@ -159,23 +246,34 @@ def l_diversity_from_classes(
     pair_class = keys // n_values
     distinct = np.bincount(pair_class, minlength=sizes.shape[0])
     share = counts / sizes[pair_class]
-    entropy = np.bincount(pair_class, weights=-share * np.log(share), minlength=sizes.shape[0])
+    entropy_l = np.exp(np.bincount(pair_class, weights=-share * np.log(share), minlength=sizes.shape[0]))
     violating = int((distinct < required_l).sum()) if required_l is not None else 0
+    entropy_violating = (
+        int((entropy_l < required_entropy_l * (1.0 - ENTROPY_L_TOLERANCE)).sum())
+        if required_entropy_l is not None
+        else 0
+    )
     return LDiversityReport(
         attribute=attribute,
         distinct_l=int(distinct.min()),
-        entropy_l=float(np.exp(entropy).min()),
+        entropy_l=float(entropy_l.min()),
         required_l=required_l,
         violating_classes=violating,
+        required_entropy_l=required_entropy_l,
+        entropy_violating_classes=entropy_violating,
     )
 
 
 def l_diversity(
-    qi_values: Any, values: Any, attribute: str = "x", required_l: float | None = None
+    qi_values: Any,
+    values: Any,
+    attribute: str = "x",
+    required_l: float | None = None,
+    required_entropy_l: float | None = None,
 ) -> LDiversityReport:
     """l-diversity of one confidential attribute given the QI columns."""
     labels, sizes = equivalence_classes(qi_values)
-    return l_diversity_from_classes(labels, sizes, values, attribute, required_l)
+    return l_diversity_from_classes(labels, sizes, values, attribute, required_l, required_entropy_l)
 
 
 # ---------------------------------------------------------------------------------- t-closeness
@@ -338,7 +436,12 @@ class PrivacyReport:
         problems += [
             f"l-diversity of {r.attribute}: l = {r.distinct_l} < {r.required_l:g}"
             for r in self.l_diversity
-            if not r.holds and r.required_l is not None
+            if not r.distinct_holds and r.required_l is not None
+        ]
+        problems += [
+            f"entropy l-diversity of {r.attribute}: entropy l = {r.entropy_l:.4f} < {r.required_entropy_l:g}"
+            for r in self.l_diversity
+            if not r.entropy_holds and r.required_entropy_l is not None
         ]
         problems += [
             f"t-closeness of {r.attribute}: t = {r.t:.4f} > {r.required_t:g}"
@@ -366,19 +469,22 @@ def check_privacy(
     required_l: float | None = None,
     required_t: float | None = None,
     numeric: Sequence[bool] | None = None,
+    required_entropy_l: float | None = None,
 ) -> PrivacyReport:
     """k-anonymity of the QIs, and l-diversity and t-closeness of each ``(name, values)`` attribute.
 
     ``numeric[i]`` False marks a confidential attribute whose values are only category codes: it
-    gets l-diversity but no t-closeness (which needs an order); default: all numeric.
+    gets l-diversity but no t-closeness (which needs an order). Default: an attribute is numeric when
+    its values are numbers or an ordered pandas categorical; text gets l-diversity only.
     """
     labels, sizes = equivalence_classes(qi_values)
     k_report = k_anonymity(qi_values, required_k)
-    flags = [True] * len(confidential) if numeric is None else list(numeric)
+    flags = [_is_ordered(values) for _, values in confidential] if numeric is None else list(numeric)
     if len(flags) != len(confidential):
         raise InputError("one 'numeric' flag per confidential attribute is needed")
     l_reports = tuple(
-        l_diversity_from_classes(labels, sizes, values, name, required_l) for name, values in confidential
+        l_diversity_from_classes(labels, sizes, values, name, required_l, required_entropy_l)
+        for name, values in confidential
     )
     t_reports = tuple(
         t_closeness_from_classes(labels, sizes, values, name, required_t)

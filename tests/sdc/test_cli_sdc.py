@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,8 +144,17 @@ def _stub_mdav(values: np.ndarray, k: int) -> _StubMicroaggregation:
 def test_mdav_command_wiring_with_a_stub(
     survey: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def stub_with_progress(
+        values: np.ndarray, k: int, on_group: Callable[[int], None], block_size: int | None = None
+    ) -> _StubMicroaggregation:
+        result = _stub_mdav(values, k)
+        for size in result.sizes:
+            on_group(int(size))
+        return result
+
     stub = types.ModuleType("coutil.sdc.mdav")
     stub.mdav = _stub_mdav  # type: ignore[attr-defined]
+    stub.mdav_with_progress = stub_with_progress  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "coutil.sdc.mdav", stub)
     out = tmp_path / "stub.csv"
     code = main(["anonymize", "mdav", str(survey), "--k", "7", "--columns", "age,edu,income", "--ordinal", EDU,
@@ -205,8 +215,9 @@ def test_info_loss_json_and_table(survey: Path, tmp_path: Path, capsys: pytest.C
     assert all(abs(a["mean_relative_difference"]) < 1e-12 for a in attributes)
     assert float(report["correlation_mean_abs_difference"]) > 0  # type: ignore[arg-type]
     assert main(["info-loss", "--original", str(survey), "--masked", str(out), "--columns", "age,income"]) == 0
-    printed = capsys.readouterr().out
-    assert "IL1s" in printed and "income" in printed
+    captured = capsys.readouterr()
+    assert captured.out == ""  # human output goes to stderr, stdout is for --json only
+    assert "IL1s" in captured.err and "income" in captured.err and "overall" in captured.err
 
 
 def test_info_loss_row_mismatch_and_missing_column(

@@ -221,3 +221,20 @@ def test_default_survey_dataset_ships_and_matches_its_generator() -> None:
 
         module = runpy.run_path(str(script))
         assert module["render"](module["generate"]()) == text
+
+
+def test_malformed_csv_names_the_line(tmp_path: Path) -> None:
+    # The csv module refuses fields over 128 KiB: the error must say where.
+    path = _write(tmp_path, "a,b\n1,2\n3," + "x" * 140_000 + "\n")
+    with pytest.raises(DataFileError, match=r"line 3: malformed CSV"):
+        load_csv(path)
+
+
+def test_unknown_column_of_a_semicolon_file_says_it_must_be_comma_separated(tmp_path: Path) -> None:
+    path = _write(tmp_path, "a;b\n1;2\n")
+    with pytest.raises(DataFileError, match="must be comma-separated"):
+        load_csv(path, ["a"])
+    comma = _write(tmp_path, "a,b\n1,2\n", "comma.csv")
+    with pytest.raises(DataFileError) as info:
+        load_csv(comma, ["c"])
+    assert "comma-separated" not in str(info.value)

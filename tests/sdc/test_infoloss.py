@@ -10,12 +10,15 @@ import pytest
 from coutil.errors import InputError
 from coutil.sdc.dataset import Dataset
 from coutil.sdc.infoloss import (
+    correlation_abs_difference_per_attribute,
     correlation_matrix,
     correlation_mean_abs_difference,
     il1s,
+    il1s_per_attribute,
     information_loss,
     sse_sst_percent_groups,
     sse_sst_percent_pair,
+    sse_sst_percent_per_attribute,
 )
 from coutil.sdc.stats import group_centroids, sse_sst_percent
 
@@ -108,3 +111,34 @@ def test_dataframes_are_accepted() -> None:
     report = information_loss(x, y)
     assert report.names == ("age", "income")
     assert report.il1s == pytest.approx(il1s(x.to_numpy(), y.to_numpy()))
+
+
+def test_per_attribute_figures_are_hand_computable_and_add_up() -> None:
+    x = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
+    y = np.array([[2.0, 10.0], [2.0, 20.0], [3.0, 30.0], [3.0, 40.0]])  # only the first attribute changes
+    report = information_loss(x, y, names=["a", "b"])
+    assert report.sse_sst_percent_by_attribute == pytest.approx((40.0, 0.0))
+    assert report.sse_sst_percent == pytest.approx(20.0)  # (SSE_a + SSE_b) / (SST_a + SST_b)
+    assert report.il1s_by_attribute[0] == pytest.approx(0.5 / (math.sqrt(2) * math.sqrt(5 / 3)))
+    assert report.il1s_by_attribute[1] == 0.0
+    assert report.il1s == pytest.approx(sum(report.il1s_by_attribute) / 2)  # IL1s is a mean, not a sum
+    r_y = np.corrcoef(y, rowvar=False)[0, 1]
+    assert report.correlation_abs_difference_by_attribute == pytest.approx((1 - r_y, 1 - r_y))
+    d = report.to_dict()
+    assert d["il1s_aggregation"] == "mean"
+    assert d["attributes"][0]["sse_sst_percent"] == pytest.approx(40.0)
+    assert d["attributes"][1]["correlation_mean_abs_difference"] == pytest.approx(1 - r_y)
+
+
+def test_per_attribute_sse_of_a_partition_matches_the_centroid_release() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(60, 3)) * [1.0, 50.0, 0.01]
+    groups = np.repeat(np.arange(20), 3)
+    centroids = group_centroids(x, groups)[groups]
+    by_partition = sse_sst_percent_per_attribute(x, x, groups)
+    np.testing.assert_allclose(by_partition, sse_sst_percent_per_attribute(x, centroids))
+    np.testing.assert_allclose(il1s_per_attribute(x, centroids).mean(), il1s(x, centroids))
+    assert np.all(by_partition > 0)
+    three = correlation_abs_difference_per_attribute(x, centroids)
+    assert three.shape == (3,)
+    assert three.mean() == pytest.approx(correlation_mean_abs_difference(x, centroids))

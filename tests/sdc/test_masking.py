@@ -195,3 +195,10 @@ def test_dataframes_and_datasets_are_accepted() -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(x, columns=["a", "b", "c"])
     np.testing.assert_array_equal(additive_noise(frame, 0.1, 2), additive_noise(x, 0.1, 2))
+
+
+def test_rank_swap_reports_each_attribute_without_changing_the_result() -> None:
+    x = _data(80)
+    seen: list[int] = []
+    np.testing.assert_array_equal(rank_swap(x, 10, 4, on_column=seen.append), rank_swap(x, 10, 4))
+    assert seen == [0, 1, 2]

@@ -10,12 +10,13 @@ import pytest
 from numpy.typing import NDArray
 
 from coutil.errors import InputError
-from coutil.sdc.dataset import load_csv
+from coutil.sdc.dataset import Dataset, load_csv
 from coutil.sdc.mdav import (
     Microaggregation,
     mdav,
     mdav_partitioned,
     mdav_reference,
+    mdav_with_progress,
     squared_distances,
     standardize_to_grid,
 )
@@ -236,3 +237,40 @@ def test_partitioned_is_close_to_exact_and_exact_for_one_block() -> None:
 def test_partitioned_rejects_tiny_blocks() -> None:
     with pytest.raises(InputError, match="block_size"):
         mdav_partitioned(np.zeros((50, 2)), 5, block_size=9)
+
+
+# ---------------------------------------------------------------- progress and other inputs
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 1), (29, 3), (200, 7), (1000, 5)])
+def test_progress_reports_every_group_and_changes_nothing(n: int, k: int) -> None:
+    x = np.random.default_rng(n).normal(size=(n, 3))
+    sizes: list[int] = []
+    result = mdav_with_progress(x, k, sizes.append)
+    exact = mdav(x, k)
+    np.testing.assert_array_equal(result.groups, exact.groups)
+    # One call per group, in the order the groups were formed, with each group's size.
+    assert sizes == exact.sizes.tolist()
+    blocks: list[int] = []
+    split = mdav_with_progress(x, k, blocks.append, block_size=max(2 * k, n // 3))
+    np.testing.assert_array_equal(split.groups, mdav_partitioned(x, k, block_size=max(2 * k, n // 3)).groups)
+    assert sum(blocks) == n and blocks == split.sizes.tolist()
+
+
+def test_datasets_and_dataframes_are_accepted() -> None:
+    x = np.random.default_rng(2).normal(size=(40, 2))
+    expected = mdav(x, 3)
+    np.testing.assert_array_equal(mdav(Dataset.from_array(x), 3).groups, expected.groups)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(x, columns=["a", "b"])
+    np.testing.assert_array_equal(mdav(frame, 3).groups, expected.groups)
+    levels = ["low", "mid", "high"]
+    frame["level"] = pd.Categorical([levels[i % 3] for i in range(40)], categories=levels, ordered=True)
+    ranks = np.array([i % 3 + 1 for i in range(40)], dtype=float)
+    with_ranks = mdav(np.column_stack([x, ranks]), 3)
+    np.testing.assert_array_equal(mdav(frame, 3).groups, with_ranks.groups)
+    frame["name"] = [f"n{i}" for i in range(40)]
+    with pytest.raises(InputError, match="not numeric"):
+        mdav(frame, 3)
+    with pytest.raises(InputError, match="numeric"):
+        mdav([["1", "x"], ["2", "3"]], 1)

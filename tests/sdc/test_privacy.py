@@ -146,3 +146,67 @@ def test_k_and_l_match_brute_force(rows: list[tuple[int, int, int]]) -> None:
         return float(np.exp(-(shares * np.log(shares)).sum()))
 
     assert report.entropy_l == pytest.approx(min(entropy_l(v) for v in classes.values()))
+
+
+def test_entropy_l_requirement_with_float_tolerance() -> None:
+    qi = np.array([0, 0, 0, 1, 1, 1], dtype=float)
+    values = np.array([1, 2, 3, 1, 1, 2], dtype=float)
+    second = np.exp(-(2 / 3 * np.log(2 / 3) + 1 / 3 * np.log(1 / 3)))  # the {1, 1, 2} class
+    report = l_diversity(qi, values, "v", required_entropy_l=second)
+    assert report.holds and report.entropy_l == pytest.approx(second)
+    failing = l_diversity(qi, values, "v", required_entropy_l=2.0)
+    assert not failing.holds and failing.distinct_holds and not failing.entropy_holds
+    assert failing.entropy_violating_classes == 1
+    assert failing.to_dict()["required_entropy_l"] == 2.0
+    # exp(ln 3) is 2.9999999999999996 in floats: three equally frequent values are 3-diverse.
+    assert l_diversity(qi[:3], values[:3], required_entropy_l=3).holds
+    assert not l_diversity(qi[:3], values[:3], required_entropy_l=3.001).holds
+    with pytest.raises(InputError, match="entropy l"):
+        l_diversity(qi, values, required_entropy_l=0.5)
+    combined = check_privacy(qi, ["q"], [("v", values)], required_entropy_l=2.0)
+    assert combined.failures() == [f"entropy l-diversity of v: entropy l = {second:.4f} < 2"]
+
+
+def test_text_attributes_through_the_python_api() -> None:
+    qi = np.array([["08001", "young"], ["08001", "young"], ["08002", "old"], ["08002", "old"]], dtype=object)
+    labels, sizes = equivalence_classes(qi)
+    assert sizes.tolist() == [2, 2] and labels[0] == labels[1] != labels[2]
+    diseases = ["flu", "cold", "flu", "flu"]
+    assert l_diversity(qi, diseases).distinct_l == 1
+    with pytest.raises(InputError, match="not numeric"):
+        t_closeness(qi, diseases)
+    # By default a text confidential attribute gets l-diversity only; a numeric one also t-closeness.
+    report = check_privacy(qi, ["zip", "age"], [("disease", diseases), ("salary", [1.0, 2.0, 3.0, 4.0])])
+    assert [r.attribute for r in report.l_diversity] == ["disease", "salary"]
+    assert [r.attribute for r in report.t_closeness] == ["salary"]
+    with pytest.raises(InputError, match="missing"):
+        l_diversity(qi, ["flu", None, "flu", "flu"])
+
+
+def test_dataframes_through_the_python_api() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "zip": ["08001", "08001", "08002", "08002", "08002"],
+            "band": pd.Categorical(["a", "a", "b", "b", "b"], categories=["b", "a"]),
+            "salary": [3.0, 4.0, 5.0, 6.0, 7.0],
+            "grade": pd.Categorical(["lo", "hi", "lo", "mid", "hi"], categories=["lo", "mid", "hi"], ordered=True),
+        }
+    )
+    ka = k_anonymity(frame[["zip", "band"]], required_k=2)
+    assert (ka.k, ka.n_classes, ka.holds) == (2, 2, True)
+    # An ordered categorical has an order: t-closeness on its ranks equals t-closeness on the codes 1..3.
+    ranks = np.array([1.0, 3.0, 1.0, 2.0, 3.0])
+    assert t_closeness(frame[["zip"]], frame["grade"]).t == pytest.approx(t_closeness(frame[["zip"]], ranks).t)
+    with pytest.raises(InputError, match="unordered"):
+        t_closeness(frame[["zip"]], frame["band"])
+    frame.loc[0, "zip"] = None
+    with pytest.raises(InputError, match="missing"):
+        k_anonymity(frame[["zip"]])
+
+
+def test_a_dataset_of_qis_is_accepted() -> None:
+    from coutil.sdc.dataset import Dataset
+
+    data = Dataset(("age", "zip"), QI)
+    assert k_anonymity(data).k == k_anonymity(QI).k == 2
