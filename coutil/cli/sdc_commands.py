@@ -4,12 +4,16 @@
   columns of INPUT (default: all) and write OUT.csv with INPUT's header and row order, the other
   columns copied untouched; ordinal columns (``--ordinal``) are masked as ranks and written back as
   their nearest category label. ``--json`` prints one JSON object (n, method, parameters,
-  sse_sst_percent, il1s, ...; for mdav also k, groups, min_group_size); the information loss is
-  measured on the values as written (for mdav the SSE/SST is the partition's).
+  sse_sst_percent, il1s, sse_sst_basis, ...; for mdav also k, groups, min_group_size and
+  partition_sse_sst_percent). SSE/SST and IL1s are both measured on the values as written (rounded
+  with --decimals, ordinal ranks snapped to a category), so they agree with ``info-loss`` on the
+  output file; for mdav, partition_sse_sst_percent is the partition's figure before rounding, the
+  one quoted in the literature.
 - ``info-loss --original X.csv --masked Y.csv``: SSE/SST, IL1s (a mean) and the preservation of
   means, variances and correlations, per attribute and overall (`coutil.sdc.infoloss`).
 - ``check --release Y.csv --qi a,b``: k-anonymity, l-diversity (distinct, entropy) and t-closeness
-  (`coutil.sdc.privacy`); exit code 3 when a threshold given with --k/--l/--entropy-l/--t does not hold.
+  (`coutil.sdc.privacy`); exit code 3 when a threshold given with --k/--l/--entropy-l/--t does not hold;
+  ``--per-class`` adds every class's size, l and t.
 
 Human output (tables, progress bars for long work) goes to stderr; stdout carries only the --json
 object. Every user mistake, including a malformed option (``--k abc``), is one ``coutil: error:`` line
@@ -33,7 +37,7 @@ from coutil.sdc.dataset import (
     CsvTable,
     Dataset,
     parse_columns,
-    parse_number,
+    parse_float,
     parse_ordinal_spec,
     read_csv_table,
     replace_columns,
@@ -42,6 +46,11 @@ from coutil.sdc.dataset import (
 )
 
 FloatMatrix = NDArray[np.float64]
+
+#: The ``sse_sst_basis`` of every anonymize report: SSE/SST and IL1s compare the input with the output file.
+WRITTEN_BASIS = "values as written"
+#: ``scales_from`` of `anonymize local` without --scales: says that the scales are not local information.
+ALL_RECORDS_SCALES = "standard deviations of all input records (not local information; pass --scales)"
 
 anonymize_app = typer.Typer(
     help=(
@@ -170,14 +179,17 @@ def _finish(
     extra: dict[str, Any] | None = None,
     groups: NDArray[np.intp] | None = None,
 ) -> None:
-    """Write the release, measure its information loss and report it (JSON or one line on stderr)."""
+    """Write the release, measure its information loss and report it (JSON or one line on stderr).
+
+    SSE/SST and IL1s are both measured on the values as written, so that they describe the same
+    file (and match `coutil info-loss` on it). With ``groups`` (MDAV) the partition's SSE/SST, on
+    the unrounded centroids, is reported beside them as ``partition_sse_sst_percent``.
+    """
     from coutil.sdc.infoloss import il1s, sse_sst_percent_groups, sse_sst_percent_pair
 
     released = _released_values(data, masked, decimals)
     _write_release(table, data, released, output)
-    sse = sse_sst_percent_groups(data.values, groups) if groups is not None else sse_sst_percent_pair(
-        data.values, released
-    )
+    sse = sse_sst_percent_pair(data.values, released)
     report: dict[str, Any] = {
         "n": data.n,
         "method": method,
@@ -188,20 +200,27 @@ def _finish(
         **(extra or {}),
         "sse_sst_percent": sse,
         "il1s": il1s(data.values, released),
+        "sse_sst_basis": WRITTEN_BASIS,
     }
+    partition = ""
+    if groups is not None:
+        report["partition_sse_sst_percent"] = sse_sst_percent_groups(data.values, groups)
+        partition = f" (partition before rounding: {report['partition_sse_sst_percent']:.2f}%)"
     if json_output:
         emit_json(report)
     else:
         err_console.print(
             f"wrote {output}: {data.n} records, {method} on {', '.join(data.names)}; "
-            f"SSE/SST = {sse:.2f}%, IL1s = {report['il1s']:.4f}"
+            f"SSE/SST = {sse:.2f}%{partition}, IL1s = {report['il1s']:.4f}"
         )
 
 
 def _check_parameter(name: str, value: float, low: float, high: float | None = None) -> None:
     if not np.isfinite(value) or value < low or (high is not None and value > high):
         bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        raise InputError(f"bad {name} {value:g}: expected a number {bound}")
+        # '1e400' reaches here as inf: say that it is not finite rather than out of range.
+        problem = "not a finite number; " if not np.isfinite(value) else ""
+        raise InputError(f"bad {name} {value:g}: {problem}expected a number {bound}")
 
 
 # --------------------------------------------------------------------------------------- anonymize
@@ -229,7 +248,8 @@ def mdav_command(
     """MDAV microaggregation: replace each record by its group's centroid (k-anonymous on the columns).
 
     Attributes are z-scored for the grouping; centroids are written in original units.
-    The SSE/SST reported is the partition's, on z-scored attributes.
+    SSE/SST (on z-scored attributes) and IL1s describe the values as written; the partition's
+    SSE/SST before any rounding is reported too (partition_sse_sst_percent in --json).
     """
     from coutil.sdc.mdav import mdav_with_progress
 
@@ -382,7 +402,8 @@ def local_command(
         typer.Option(
             "--scales",
             help="Public per-attribute scales s1,s2,... (one per selected column), known to every subject "
-            "beforehand. Default: the input's standard deviations, standing in for published ones.",
+            "beforehand. Default, for convenience only: the standard deviations of ALL input records, which no "
+            "subject could compute alone (a warning says so).",
             show_default=False,
         ),
     ] = None,
@@ -394,7 +415,9 @@ def local_command(
 ) -> None:
     """Local anonymization: each subject adds noise N(0, a*s_j^2) to her own record, seeing no one else's.
 
-    This simulates what subjects can do alone; compare with the collaborative protocol.
+    This simulates what subjects can do alone; compare with the collaborative protocol. The scales
+    s_j must be public (--scales). Without --scales they are estimated from all records, which is
+    not local information: a warning on stderr says so, and scales_from in --json.
     """
     from coutil.sdc.masking import local_anonymization
 
@@ -404,7 +427,16 @@ def local_command(
     table, data = _load_input(input_csv, columns, ordinal)
     if scales is None:
         scale_values = [float(s) for s in data.values.std(axis=0)]
-        scale_source = "input standard deviations"
+        scale_source = ALL_RECORDS_SCALES
+        # On stderr even with --json (stdout stays one JSON object); soft_wrap keeps it on one line.
+        err_console.print(
+            "warning: no --scales given: the noise scales are the standard deviations of all "
+            f"{data.n} input records, which no subject could compute from her own record (not local "
+            "information); pass the public scales with --scales s1,s2,... (one per column)",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     else:
         try:
             scale_values = [float(s) for s in scales.split(",")]
@@ -509,8 +541,14 @@ def _encode_column(table: CsvTable, name: str, ordinal: dict[str, tuple[str, ...
         return table_to_dataset(table, [name], {name: ordinal[name]}).values[:, 0], True
     col = table.column_index(name)
     cells = [row[col].strip() for row in table.rows]
-    numbers = [parse_number(c) for c in cells]
+    numbers = [parse_float(c) for c in cells]
     if all(v is not None for v in numbers):
+        for i, value in enumerate(numbers):
+            if value is not None and not np.isfinite(value):
+                # 'inf' or an overflow such as '1e400' in a numeric column: not a text category.
+                raise DataFileError(
+                    table.path, f"not a finite number: {cells[i]!r}", line=table.line_of(i), column=name
+                )
         return np.asarray(numbers, dtype=np.float64), True
     for i, cell in enumerate(cells):
         # '?' often marks a suppressed cell in a release: a category of its own, not a missing value.
@@ -518,6 +556,40 @@ def _encode_column(table: CsvTable, name: str, ordinal: dict[str, tuple[str, ...
             raise DataFileError(table.path, "missing value", line=table.line_of(i), column=name)
     _, codes = np.unique(np.asarray(cells, dtype=str), return_inverse=True)
     return np.asarray(codes, dtype=np.float64).reshape(-1), False
+
+
+def _class_qi_values(table: CsvTable, qi_names: list[str], report: Any) -> list[dict[str, str]]:
+    """The QI cells (as written in the release) of each class, read from its first record."""
+    columns = [table.column_index(name) for name in qi_names]
+    return [
+        {name: table.rows[c.first_record][col].strip() for name, col in zip(qi_names, columns, strict=True)}
+        for c in report.classes
+    ]
+
+
+def _per_class_json(table: CsvTable, qi_names: list[str], report: Any) -> list[dict[str, Any]]:
+    """The per-class array of --json: each class's QI values and the file line of its first record."""
+    return [
+        {"class": c.index, "qi": qi, "first_line": table.line_of(c.first_record), **{
+            key: value for key, value in c.to_dict().items() if key not in ("class", "first_record")
+        }}
+        for c, qi in zip(report.classes, _class_qi_values(table, qi_names, report), strict=True)
+    ]
+
+
+def _print_classes(table: CsvTable, qi_names: list[str], report: Any) -> None:
+    classes = Table(title="Equivalence classes", title_justify="left")
+    for heading in ("class", *qi_names, "size"):
+        classes.add_column(heading, justify="right" if heading in ("class", "size") else "left")
+    for attribute in report.l_diversity:
+        classes.add_column(f"{attribute.attribute}: l / entropy l / t", justify="right")
+    classes.add_column("holds")
+    for c, qi in zip(report.classes, _class_qi_values(table, qi_names, report), strict=True):
+        cells = [
+            f"{a.distinct_l} / {a.entropy_l:.3f} / " + ("n/a" if a.t is None else f"{a.t:.4f}") for a in c.attributes
+        ]
+        classes.add_row(str(c.index), *qi.values(), str(c.size), *cells, "yes" if c.holds else "NO")
+    err_console.print(classes)
 
 
 def _print_check(report: Any) -> None:
@@ -569,11 +641,17 @@ def check_command(
                                    "whole table's distribution is at most t (0..1).", show_default=False)
     ] = None,
     ordinal: OrdinalOpt = None,
+    per_class: Annotated[
+        bool,
+        typer.Option("--per-class", help="Also report every equivalence class: its QI values, size, and the "
+                     "distinct l, entropy l and t of each confidential attribute (--json: a 'classes' array)."),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Check a release: k-anonymity of the QIs, l-diversity and t-closeness of the confidential columns.
 
-    Non-numeric QI values (e.g. '30-39', '*') are compared as text.
+    Non-numeric QI values (e.g. '30-39', '*') are compared as text. With --per-class the figures are
+    also given for every class, in the order of their QI values.
     Exit code 3 when a threshold given with --k, --l, --entropy-l or --t does not hold (0 when all hold);
     the report is printed (and with --json emitted) either way.
     """
@@ -615,11 +693,17 @@ def check_command(
         required_t=t,
         numeric=[ordered for _, _, ordered in encoded],
         required_entropy_l=entropy_l,
+        per_class=per_class,
     )
     if json_output:
-        emit_json({"release": str(release), "n": report.k_anonymity.n, **report.to_dict()})
+        result = {"release": str(release), "n": report.k_anonymity.n, **report.to_dict()}
+        if per_class:
+            result["classes"] = _per_class_json(table, qi_names, report)
+        emit_json(result)
     else:
         _print_check(report)
+        if per_class:
+            _print_classes(table, qi_names, report)
     failures = report.failures()
     if failures:
         raise CheckFailedError("privacy check failed: " + "; ".join(failures))

@@ -17,6 +17,7 @@ The Python API, module by module (every function raises `coutil.errors.InputErro
   means, variances and correlations, per attribute and overall.
 - `coutil.sdc.privacy`: `check_privacy(qi, names, confidential)`: k-anonymity, l-diversity (distinct
   and entropy), t-closeness; QIs and confidential attributes may be text (compared by equality).
+  ``per_class=True`` (or `class_reports`) adds every class's size, distinct l, entropy l and t.
 
 Every ``values`` argument accepts an array, a `Dataset` or a DataFrame.
 """

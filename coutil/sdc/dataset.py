@@ -7,7 +7,9 @@ each cell's category, so every method that needs an order (MDAV, ranks, rank swa
 `Dataset.labels_for` maps (rounded) ranks back to category labels for output.
 
 CSV files must have a header row. Errors name the file, the line (the header is line 1) and the
-column, and raise `DataFileError` (exit code 2 in the CLI).
+column, and raise `DataFileError` (exit code 2 in the CLI). In-memory inputs (a DataFrame, an array)
+have no file lines: their errors name the column and the row by position, counted from 1 and said
+so ("row 3 (1-based)").
 """
 
 from __future__ import annotations
@@ -114,17 +116,22 @@ def read_csv_table(path: str | Path) -> CsvTable:
     return CsvTable(name, header_t, tuple(body), tuple(body_lines))
 
 
-def parse_number(text: str) -> float | None:
-    """Parse a numeric cell; None when it is not a finite number."""
+def parse_float(text: str) -> float | None:
+    """Parse a numeric cell, finite or not ('inf', '1e400' give inf); None when it is not a number at all."""
     t = text.strip()
     # float() also accepts Python literal syntax such as "1_000"; a data file's digit groups are a mistake.
     if "_" in t:
         return None
     try:
-        value = float(t)
+        return float(t)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+
+
+def parse_number(text: str) -> float | None:
+    """Parse a numeric cell; None when it is not a finite number (see `parse_float` to tell them apart)."""
+    value = parse_float(text)
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,8 +153,8 @@ class Dataset:
         if not np.all(np.isfinite(v)):
             bad = np.argwhere(~np.isfinite(v))[0]
             raise InputError(
-                f"{self.source}: missing or non-finite value at record {int(bad[0]) + 1}, "
-                f"column {self.names[int(bad[1])]!r}"
+                f"{self.source}: missing or non-finite value in column {self.names[int(bad[1])]!r}, "
+                f"row {int(bad[0]) + 1} (1-based)"
             )
         object.__setattr__(self, "values", v)
 
@@ -224,7 +231,8 @@ class Dataset:
                 ordinal[str(n)] = tuple(str(c) for c in dtype.categories)
                 codes = np.asarray(series.cat.codes, dtype=np.float64)
                 if np.any(codes < 0):
-                    raise InputError(f"DataFrame: column {n!r} has missing values")
+                    row = int(np.argwhere(codes < 0)[0][0]) + 1
+                    raise InputError(f"DataFrame: missing value in column {n!r}, row {row} (1-based)")
                 cols.append(codes + 1.0)
                 continue
             try:
@@ -232,8 +240,9 @@ class Dataset:
             except (TypeError, ValueError):
                 raise InputError(f"DataFrame: column {n!r} is not numeric") from None
             if not np.all(np.isfinite(col)):
-                row = int(np.argwhere(~np.isfinite(col))[0][0])
-                raise InputError(f"DataFrame: missing or non-finite value in column {n!r}, row {row}")
+                # Rows are counted by position from 1 (like the records of a file), not by index label.
+                row = int(np.argwhere(~np.isfinite(col))[0][0]) + 1
+                raise InputError(f"DataFrame: missing or non-finite value in column {n!r}, row {row} (1-based)")
             cols.append(col)
         return cls(tuple(str(n) for n in names), np.column_stack(cols), "<DataFrame>", ordinal)
 
@@ -293,9 +302,12 @@ def table_to_dataset(
                     )
                 values[i, j] = rank
                 continue
-            number = parse_number(cell)
+            number = parse_float(cell)
             if number is None:
                 raise DataFileError(table.path, f"not a number: {cell!r}", line=line, column=name)
+            if not math.isfinite(number):
+                # 'inf', '-Infinity' or an overflow such as '1e400': a number, but none coutil can use.
+                raise DataFileError(table.path, f"not a finite number: {cell!r}", line=line, column=name)
             values[i, j] = number
     used_ordinal = {n: tuple(c) for n, c in ordinal.items() if n in names}
     return Dataset(tuple(names), values, table.path, used_ordinal)

@@ -20,6 +20,9 @@ QIs and confidential attributes are arrays, `Dataset`s or pandas DataFrames / Se
 l-diversity only compare values for equality, so text values (e.g. a generalized '30-39', a disease)
 are accepted there; t-closeness needs an order: numbers or an ordered categorical (as ranks).
 
+`class_reports` (or ``check_privacy(..., per_class=True)``) gives the same figures for every class:
+its size, and the distinct l, entropy l and t of each confidential attribute.
+
 Every result is a frozen dataclass with ``to_dict()``.
 """
 
@@ -223,6 +226,19 @@ def _class_value_counts(labels: IntArray, codes: IntArray) -> tuple[IntArray, In
     return np.asarray(keys, dtype=np.intp), np.asarray(counts, dtype=np.intp)
 
 
+def _class_diversity(labels: IntArray, sizes: IntArray, column: FloatMatrix) -> tuple[IntArray, FloatMatrix]:
+    """(distinct l, entropy l) of every class: its number of distinct values and exp of their entropy."""
+    _, codes = np.unique(column, return_inverse=True)
+    codes = np.asarray(codes.reshape(-1), dtype=np.intp)
+    n_values = int(codes.max()) + 1
+    keys, counts = _class_value_counts(labels, codes)
+    pair_class = keys // n_values
+    distinct = np.bincount(pair_class, minlength=sizes.shape[0])
+    share = counts / sizes[pair_class]
+    entropy_l = np.exp(np.bincount(pair_class, weights=-share * np.log(share), minlength=sizes.shape[0]))
+    return np.asarray(distinct, dtype=np.intp), np.asarray(entropy_l, dtype=np.float64)
+
+
 def l_diversity_from_classes(
     labels: IntArray,
     sizes: IntArray,
@@ -239,14 +255,7 @@ def l_diversity_from_classes(
     for name, required in (("l", required_l), ("entropy l", required_entropy_l)):
         if required is not None and not (math.isfinite(required) and required >= 1):
             raise InputError(f"bad {name} {required!r}: expected a number >= 1")
-    _, codes = np.unique(column, return_inverse=True)
-    codes = np.asarray(codes.reshape(-1), dtype=np.intp)
-    n_values = int(codes.max()) + 1
-    keys, counts = _class_value_counts(labels, codes)
-    pair_class = keys // n_values
-    distinct = np.bincount(pair_class, minlength=sizes.shape[0])
-    share = counts / sizes[pair_class]
-    entropy_l = np.exp(np.bincount(pair_class, weights=-share * np.log(share), minlength=sizes.shape[0]))
+    distinct, entropy_l = _class_diversity(labels, sizes, column)
     violating = int((distinct < required_l).sum()) if required_l is not None else 0
     entropy_violating = (
         int((entropy_l < required_entropy_l * (1.0 - ENTROPY_L_TOLERANCE)).sum())
@@ -404,6 +413,99 @@ def t_closeness(
     return t_closeness_from_classes(labels, sizes, values, attribute, required_t)
 
 
+# ---------------------------------------------------------------------------------- per class
+
+
+@dataclass(frozen=True)
+class ClassAttributeReport:
+    """One confidential attribute within one equivalence class."""
+
+    attribute: str
+    #: Number of distinct values in the class.
+    distinct_l: int
+    #: ``exp(H)``, H the natural-log Shannon entropy of the class's values.
+    entropy_l: float
+    #: Ordered-distance EMD between the class's and the whole table's distribution; None when the
+    #: attribute has no order (text), where t-closeness is not defined.
+    t: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attribute": self.attribute, "distinct_l": self.distinct_l, "entropy_l": self.entropy_l, "t": self.t}
+
+
+@dataclass(frozen=True)
+class ClassReport:
+    """One equivalence class: its size and the l-diversity and t-closeness of each confidential attribute."""
+
+    #: The class label of `equivalence_classes` (0-based, lexicographic order of the QI vectors).
+    index: int
+    size: int
+    #: 0-based position of the class's first record in the input (where to read its QI values).
+    first_record: int
+    attributes: tuple[ClassAttributeReport, ...]
+    #: Whether this class meets every required threshold (True when none was required).
+    holds: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.index,
+            "size": self.size,
+            "first_record": self.first_record,
+            "confidential": [a.to_dict() for a in self.attributes],
+            "holds": self.holds,
+        }
+
+
+def class_reports(
+    labels: IntArray,
+    sizes: IntArray,
+    confidential: Sequence[tuple[str, Any]],
+    numeric: Sequence[bool],
+    *,
+    required_k: int | None = None,
+    required_l: float | None = None,
+    required_t: float | None = None,
+    required_entropy_l: float | None = None,
+) -> tuple[ClassReport, ...]:
+    """Per class (labels from `equivalence_classes`): size, and distinct l, entropy l and t of every
+    confidential attribute (t only where ``numeric`` says the attribute has an order).
+
+    A class holds when its size is at least ``required_k`` and each attribute meets the required
+    thresholds, with the same float tolerances as the release-level checks.
+    """
+    n = labels.shape[0]
+    if len(numeric) != len(confidential):
+        raise InputError("one 'numeric' flag per confidential attribute is needed")
+    holds = sizes >= required_k if required_k is not None else np.ones(sizes.shape[0], dtype=bool)
+    per_attribute: list[tuple[str, IntArray, FloatMatrix, FloatMatrix | None]] = []
+    for (name, values), is_numeric in zip(confidential, numeric, strict=True):
+        column = _column(values, n, f"confidential attribute {name!r}", ordered=False)
+        distinct, entropy_l = _class_diversity(labels, sizes, column)
+        distances = class_emd(labels, sizes, values) if is_numeric else None
+        if required_l is not None:
+            holds &= distinct >= required_l
+        if required_entropy_l is not None:
+            holds &= entropy_l >= required_entropy_l * (1.0 - ENTROPY_L_TOLERANCE)
+        if required_t is not None and distances is not None:
+            holds &= distances <= required_t + T_TOLERANCE
+        per_attribute.append((name, distinct, entropy_l, distances))
+    # Every label 0..G-1 occurs, so the first occurrences are indexed by label.
+    _, first = np.unique(labels, return_index=True)
+    return tuple(
+        ClassReport(
+            index=c,
+            size=int(sizes[c]),
+            first_record=int(first[c]),
+            attributes=tuple(
+                ClassAttributeReport(name, int(distinct[c]), float(entropy_l[c]), None if t is None else float(t[c]))
+                for name, distinct, entropy_l, t in per_attribute
+            ),
+            holds=bool(holds[c]),
+        )
+        for c in range(sizes.shape[0])
+    )
+
+
 # ---------------------------------------------------------------------------------- all checks
 
 
@@ -415,6 +517,8 @@ class PrivacyReport:
     k_anonymity: KAnonymityReport
     l_diversity: tuple[LDiversityReport, ...]
     t_closeness: tuple[TClosenessReport, ...]
+    #: Per-class details, when asked for (``check_privacy(..., per_class=True)``).
+    classes: tuple[ClassReport, ...] | None = None
 
     @property
     def holds(self) -> bool:
@@ -457,6 +561,7 @@ class PrivacyReport:
             "l_diversity": [r.to_dict() for r in self.l_diversity],
             "t_closeness": [r.to_dict() for r in self.t_closeness],
             "holds": self.holds,
+            **({} if self.classes is None else {"classes": [c.to_dict() for c in self.classes]}),
         }
 
 
@@ -470,12 +575,14 @@ def check_privacy(
     required_t: float | None = None,
     numeric: Sequence[bool] | None = None,
     required_entropy_l: float | None = None,
+    per_class: bool = False,
 ) -> PrivacyReport:
     """k-anonymity of the QIs, and l-diversity and t-closeness of each ``(name, values)`` attribute.
 
     ``numeric[i]`` False marks a confidential attribute whose values are only category codes: it
     gets l-diversity but no t-closeness (which needs an order). Default: an attribute is numeric when
     its values are numbers or an ordered pandas categorical; text gets l-diversity only.
+    ``per_class`` adds the figures of every equivalence class (`class_reports`).
     """
     labels, sizes = equivalence_classes(qi_values)
     k_report = k_anonymity(qi_values, required_k)
@@ -491,4 +598,18 @@ def check_privacy(
         for (name, values), is_numeric in zip(confidential, flags, strict=True)
         if is_numeric
     )
-    return PrivacyReport(tuple(qi_names), k_report, l_reports, t_reports)
+    classes = (
+        class_reports(
+            labels,
+            sizes,
+            confidential,
+            flags,
+            required_k=required_k,
+            required_l=required_l,
+            required_t=required_t,
+            required_entropy_l=required_entropy_l,
+        )
+        if per_class
+        else None
+    )
+    return PrivacyReport(tuple(qi_names), k_report, l_reports, t_reports, classes)

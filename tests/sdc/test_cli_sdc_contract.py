@@ -18,6 +18,7 @@ from rich.console import Console
 from coutil.cli import main, sdc_commands
 from coutil.errors import ExitCode
 from coutil.sdc.dataset import load_csv
+from coutil.sdc.infoloss import il1s, sse_sst_percent_pair
 from coutil.sdc.masking import rank_swap
 from coutil.sdc.mdav import mdav, mdav_partitioned
 from coutil.sdc.stats import sse_sst_percent
@@ -95,6 +96,8 @@ def test_parse_errors_are_one_line_with_exit_code_2(
         (["anonymize", "synthetic", "{data}", "--columns", "a", "--seed", "-2", "-o", "{out}"], "bad --seed -2"),
         (["anonymize", "noise", "{data}", "--columns", "a", "--decimals", "99", "-o", "{out}"], "bad --decimals"),
         (["anonymize", "mult-noise", "{data}", "--columns", "a", "--a", "nan", "-o", "{out}"], "bad --a nan"),
+        (["anonymize", "noise", "{data}", "--columns", "a", "--a", "1e400", "-o", "{out}"],
+         "bad --a inf: not a finite number"),
         (["check", "--release", "{data}", "--qi", "a", "--confidential", "b", "--entropy-l", "0.5"],
          "bad --entropy-l"),
     ],
@@ -290,3 +293,130 @@ def test_check_entropy_l_threshold(tmp_path: Path, capsys: pytest.CaptureFixture
     code, _, _ = _run(["check", "--release", str(only_a), "--qi", "zip", "--confidential", "disease",
                        "--entropy-l", "3"], capsys)
     assert code == 0  # exp(ln 3) rounds below 3 in floats: still 3-diverse
+
+
+# ------------------------------------------------------------------------------- review fixes
+
+
+def test_local_without_scales_warns_that_they_are_not_local_information(
+    numeric_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "local.csv"
+    args = ["anonymize", "local", str(numeric_csv), "--columns", "a,b", "--a", "0.5", "-o", str(out)]
+    code, stdout, err = _run([*args, "--json"], capsys)
+    assert code == 0
+    report = json.loads(stdout)  # stdout is exactly the JSON object: the warning is not in it
+    assert stdout.count("\n") == 1
+    parameters = report["parameters"]
+    assert "not local information" in parameters["scales_from"] and "--scales" in parameters["scales_from"]
+    x = load_csv(numeric_csv, ["a", "b"])
+    np.testing.assert_allclose(parameters["scales"], x.values.std(axis=0), rtol=1e-15)
+    (warning,) = err.strip().splitlines()  # one line on stderr, even on a narrow console
+    assert warning.startswith("warning: no --scales given")
+    assert "all 50 input records" in warning and "not local information" in warning and "--scales s1,s2" in warning
+    # Human mode: the same warning before the summary line.
+    code, stdout, err = _run(args, capsys)
+    assert code == 0 and stdout == ""
+    assert err.startswith("warning: no --scales given") and "wrote" in err
+    # With public scales there is nothing to warn about.
+    code, stdout, err = _run([*args, "--scales", "3,1.5", "--json"], capsys)
+    assert code == 0 and err == ""
+    assert json.loads(stdout)["parameters"]["scales_from"] == "--scales"
+
+
+def test_mdav_decimals_reports_sse_sst_and_il1s_on_the_written_values(
+    numeric_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rounded.csv"
+    code, stdout, _ = _run(["anonymize", "mdav", str(numeric_csv), "--k", "4", "--columns", "a,b", "--decimals", "0",
+                            "-o", str(out), "--json"], capsys)
+    assert code == 0
+    report = json.loads(stdout)
+    x, y = load_csv(numeric_csv, ["a", "b"]), load_csv(out, ["a", "b"])
+    np.testing.assert_array_equal(y.values, np.round(y.values))  # the file holds the rounded centroids
+    assert report["sse_sst_basis"] == "values as written"
+    # Both figures describe the file as written, as `coutil info-loss` on it does.
+    assert report["sse_sst_percent"] == pytest.approx(sse_sst_percent_pair(x, y), rel=1e-12)
+    assert report["il1s"] == pytest.approx(il1s(x, y), rel=1e-12)
+    # The partition's figure (before rounding) is reported beside it, and rounding to integers moves it.
+    partition = sse_sst_percent(x.values, mdav(x.values, 4).groups)
+    assert report["partition_sse_sst_percent"] == pytest.approx(partition, rel=1e-12)
+    assert abs(report["sse_sst_percent"] - partition) > 0.1
+    code, stdout, _ = _run(["info-loss", "--original", str(numeric_csv), "--masked", str(out), "--columns", "a,b",
+                            "--json"], capsys)
+    assert code == 0
+    loss = json.loads(stdout)
+    assert loss["sse_sst_percent"] == pytest.approx(report["sse_sst_percent"], rel=1e-12)
+    assert loss["il1s"] == pytest.approx(report["il1s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("cell", ["1e400", "inf", "-Infinity"])
+def test_infinite_cells_are_not_finite_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str], cell: str) -> None:
+    data = tmp_path / "big.csv"
+    data.write_text(f"a,b\n1,2\n{cell},3\n4,5\n")
+    err = _one_line_usage_error(*_run(["anonymize", "noise", str(data), "-o", str(tmp_path / "o.csv")], capsys))
+    assert f"{data}, line 3, column 'a': not a finite number: '{cell}'" in err
+    assert "--ordinal" not in err  # not a text column: no hint about declaring categories
+    err = _one_line_usage_error(*_run(["check", "--release", str(data), "--qi", "b", "--confidential", "a"], capsys))
+    assert f"{data}, line 3, column 'a': not a finite number: '{cell}'" in err
+
+
+RELEASE = (
+    "zip,age,disease,salary\n"
+    "476**,2*,flu,3\n476**,2*,flu,4\n476**,2*,cold,5\n"
+    "4790*,>=40,flu,6\n4790*,>=40,cancer,8\n4790*,>=40,cold,11\n"
+    "476**,3*,flu,7\n476**,3*,cold,9\n476**,3*,cancer,10\n"
+)
+
+
+def test_check_per_class_reports_size_l_and_t_of_every_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Numbers worked out by hand.
+
+    Classes in the order of their QI text: (476**, 2*), (476**, 3*), (4790*, >=40), 3 records each.
+    salary takes 9 distinct values 3..11, each 1/9 of the table; the ordered EMD is
+    sum_i |cumulative (p - q)| / (9 - 1): class {3,4,5}: (2+4+6+5+4+3+2+1)/9/8 = 3/8;
+    class {7,9,10}: (1+2+3+4+2+3+1+1)/9/8 = 17/72; class {6,8,11}: (1+2+3+1+2+0+1+2)/9/8 = 1/6.
+    disease: {flu, flu, cold} has 2 distinct values and entropy l = exp(-(2/3 ln 2/3 + 1/3 ln 1/3))
+    = 3 / 2^(2/3); the other two classes have 3 distinct values, entropy l = 3. disease is text: no t.
+    """
+    release = tmp_path / "release.csv"
+    release.write_text(RELEASE)
+    args = ["check", "--release", str(release), "--qi", "zip,age", "--confidential", "disease,salary",
+            "--per-class", "--json"]
+    code, stdout, _ = _run(args, capsys)
+    assert code == 0
+    classes = json.loads(stdout)["classes"]
+    assert [c["class"] for c in classes] == [0, 1, 2]
+    assert [c["qi"] for c in classes] == [{"zip": "476**", "age": "2*"}, {"zip": "476**", "age": "3*"},
+                                          {"zip": "4790*", "age": ">=40"}]
+    assert [c["size"] for c in classes] == [3, 3, 3]
+    assert [c["first_line"] for c in classes] == [2, 8, 5]  # file lines: the header is line 1
+    assert [c["holds"] for c in classes] == [True, True, True]  # no threshold required
+    disease = [c["confidential"][0] for c in classes]
+    salary = [c["confidential"][1] for c in classes]
+    assert [d["attribute"] for d in disease] == ["disease"] * 3 and [s["attribute"] for s in salary] == ["salary"] * 3
+    assert [d["distinct_l"] for d in disease] == [2, 3, 3]
+    assert [d["entropy_l"] for d in disease] == pytest.approx([3 / 2 ** (2 / 3), 3, 3], rel=1e-12)
+    assert [d["t"] for d in disease] == [None, None, None]
+    assert [s["distinct_l"] for s in salary] == [3, 3, 3]
+    assert [s["entropy_l"] for s in salary] == pytest.approx([3, 3, 3], rel=1e-12)
+    assert [s["t"] for s in salary] == pytest.approx([3 / 8, 17 / 72, 1 / 6], rel=1e-12)
+    # Per-class verdicts against thresholds: only the first class is above t = 0.3 or below l = 3.
+    code, stdout, _ = _run(["check", "--release", str(release), "--qi", "zip,age", "--confidential", "salary",
+                            "--per-class", "--json", "--k", "3", "--t", "0.3"], capsys)
+    assert code == ExitCode.CHECK_FAILED
+    assert [c["holds"] for c in json.loads(stdout)["classes"]] == [False, True, True]
+    code, stdout, _ = _run([*args, "--l", "3"], capsys)
+    assert code == ExitCode.CHECK_FAILED
+    assert [c["holds"] for c in json.loads(stdout)["classes"]] == [False, True, True]
+    code, stdout, _ = _run([*args, "--k", "4"], capsys)
+    assert [c["holds"] for c in json.loads(stdout)["classes"]] == [False, False, False]
+    # Without --per-class the report has no classes array.
+    code, stdout, _ = _run([a for a in args if a != "--per-class"], capsys)
+    assert code == 0 and "classes" not in json.loads(stdout)
+    # Human output: a table of the classes on stderr, nothing on stdout.
+    code, stdout, err = _run(args[:-1], capsys)
+    assert code == 0 and stdout == ""
+    assert "Equivalence classes" in err and "4790*" in err and "0.3750" in err and "0.2361" in err

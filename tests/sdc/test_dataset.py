@@ -93,7 +93,9 @@ def test_bad_ordinal_specs(spec: str) -> None:
         ("a,b\n1,2\n3,x\n", "line 3, column 'b': not a number: 'x'"),
         ("a,b\n1,2\n3,NA\n", "line 3, column 'b': missing value"),
         ("a,b\n1,\n", "line 2, column 'b': missing value"),
-        ("a,b\n1,inf\n", "line 2, column 'b': not a number"),
+        ("a,b\n1,inf\n", "line 2, column 'b': not a finite number: 'inf'"),
+        ("a,b\n1,2\n1e400,3\n", "line 3, column 'a': not a finite number: '1e400'"),
+        ("a,b\n1,-Infinity\n", "line 2, column 'b': not a finite number: '-Infinity'"),
     ],
 )
 def test_bad_files_name_file_line_and_column(tmp_path: Path, text: str, message: str) -> None:
@@ -143,7 +145,7 @@ def test_parse_columns() -> None:
 def test_dataset_validation_and_from_array() -> None:
     with pytest.raises(InputError, match="2 columns but 1 names"):
         Dataset(("a",), np.zeros((2, 2)))
-    with pytest.raises(InputError, match="record 2, column 'b'"):
+    with pytest.raises(InputError, match=r"column 'b', row 2 \(1-based\)"):
         Dataset(("a", "b"), np.array([[1.0, 2.0], [3.0, np.nan]]))
     data = Dataset.from_array([1.0, 2.0, 3.0])
     assert data.names == ("x1",) and data.values.shape == (3, 1)
@@ -199,8 +201,28 @@ def test_pandas_dataframes_are_accepted() -> None:
     with pytest.raises(InputError, match="unknown column"):
         Dataset.from_dataframe(frame, ["zzz"])
     frame.loc[1, "age"] = None
-    with pytest.raises(InputError, match="missing"):
+    # The second row: 1-based like a file's records, and said so (a DataFrame has no file lines).
+    with pytest.raises(InputError, match=r"^DataFrame: missing or non-finite value in column 'age', row 2 \(1-based"):
         Dataset.from_dataframe(frame, ["age"])
+    frame.loc[2, "edu"] = None
+    with pytest.raises(InputError, match=r"^DataFrame: missing value in column 'edu', row 3 \(1-based\)$"):
+        Dataset.from_dataframe(frame, ["edu"])
+
+
+def test_error_locations_are_file_lines_or_1_based_rows(tmp_path: Path) -> None:
+    """A file error names the file line (the header is line 1); an in-memory error the 1-based row."""
+    path = _write(tmp_path, "a,b\n1,2\n3,inf\n")
+    with pytest.raises(DataFileError) as info:
+        load_csv(path)
+    assert str(info.value) == f"{path}, line 3, column 'b': not a finite number: 'inf'"
+    assert info.value.line == 3
+    with pytest.raises(InputError) as array_info:
+        Dataset(("a", "b"), np.array([[1.0, 2.0], [3.0, np.inf]]))
+    assert str(array_info.value) == "<memory>: missing or non-finite value in column 'b', row 2 (1-based)"
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(InputError) as frame_info:
+        Dataset.from_dataframe(pd.DataFrame({"a": [1.0, 3.0], "b": [2.0, np.inf]}))
+    assert str(frame_info.value) == "DataFrame: missing or non-finite value in column 'b', row 2 (1-based)"
 
 
 def test_default_survey_dataset_ships_and_matches_its_generator() -> None:
@@ -216,11 +238,11 @@ def test_default_survey_dataset_ships_and_matches_its_generator() -> None:
     assert corr[1, 2] > 0.4  # height and weight
     assert corr[3, 4] > 0.2  # hours worked and income
     script = Path(__file__).resolve().parents[2] / "simulations" / "make_default_dataset.py"
-    if script.exists():
-        import runpy
+    assert script.is_file(), f"{script} is missing"
+    import runpy
 
-        module = runpy.run_path(str(script))
-        assert module["render"](module["generate"]()) == text
+    module = runpy.run_path(str(script))
+    assert module["render"](module["generate"]()) == text
 
 
 def test_malformed_csv_names_the_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from coutil.errors import InputError
 from coutil.sdc.privacy import (
     check_privacy,
     class_emd,
+    class_reports,
     equivalence_classes,
     k_anonymity,
     l_diversity,
@@ -210,3 +211,40 @@ def test_a_dataset_of_qis_is_accepted() -> None:
 
     data = Dataset(("age", "zip"), QI)
     assert k_anonymity(data).k == k_anonymity(QI).k == 2
+
+
+def test_per_class_report_by_hand() -> None:
+    # Classes {records 0, 1} with values {10, 20} and {records 2, 3, 4} with {10, 10, 30}.
+    # The table's distribution over 10 < 20 < 30 is (3/5, 1/5, 1/5). Ordered EMD = sum |cum (p - q)| / 2:
+    # first class (1/2, 1/2, 0): |-1/10| + |2/10| = 3/10 -> 0.15; second (2/3, 0, 1/3): |1/15| + |-2/15| -> 0.1.
+    qi = np.array([[1.0], [1.0], [2.0], [2.0], [2.0]])
+    values = np.array([10.0, 20.0, 10.0, 10.0, 30.0])
+    codes = np.array(["a", "b", "a", "a", "a"], dtype=object)
+    report = check_privacy(qi, ["q"], [("v", values), ("c", codes)], required_l=2, per_class=True)
+    assert report.classes is not None
+    first, second = report.classes
+    assert (first.index, first.size, first.first_record, second.index, second.size, second.first_record) == (
+        0, 2, 0, 1, 3, 2
+    )
+    v1, c1 = first.attributes
+    v2, c2 = second.attributes
+    assert (v1.attribute, v1.distinct_l, v1.entropy_l, v1.t) == ("v", 2, pytest.approx(2.0), pytest.approx(0.15))
+    assert (v2.distinct_l, v2.entropy_l, v2.t) == (2, pytest.approx(3 / 2 ** (2 / 3)), pytest.approx(0.1))
+    assert (c1.attribute, c1.distinct_l, c1.entropy_l, c1.t) == ("c", 2, pytest.approx(2.0), None)
+    assert (c2.distinct_l, c2.entropy_l, c2.t) == (1, pytest.approx(1.0), None)  # only "a": text has no t
+    assert (first.holds, second.holds) == (True, False)  # the second class has one distinct code
+    # The per-class t agrees with the dense reference EMD and its maximum is the release's t.
+    assert v1.t == pytest.approx(ordered_emd(values[:2], values))
+    assert v2.t == pytest.approx(ordered_emd(values[2:], values))
+    assert report.t_closeness[0].t == pytest.approx(max(v1.t, v2.t))
+    as_dict = report.to_dict()["classes"]
+    assert as_dict[1] == {
+        "class": 1, "size": 3, "first_record": 2, "holds": False,
+        "confidential": [v2.to_dict(), {"attribute": "c", "distinct_l": 1, "entropy_l": 1.0, "t": None}],
+    }
+    assert "classes" not in check_privacy(qi, ["q"], [("v", values)]).to_dict()
+    labels, sizes = equivalence_classes(qi)
+    thresholds = class_reports(labels, sizes, [("v", values)], [True], required_k=3, required_t=0.12)
+    assert [c.holds for c in thresholds] == [False, True]  # first: 2 records < 3 (and t 0.15 > 0.12)
+    with pytest.raises(InputError, match="numeric"):
+        class_reports(labels, sizes, [("v", values)], [])
