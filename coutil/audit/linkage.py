@@ -301,6 +301,20 @@ def _rank_intervals(sorted_column: FloatMatrix, values: FloatMatrix) -> tuple[In
     return lo.astype(np.intp), hi.astype(np.intp)
 
 
+def unswapped_attributes(original: ArrayLike, release: ArrayLike) -> list[int]:
+    """Attributes (0-based) whose sorted values differ between the two files.
+
+    Rank swapping only exchanges values within a column, so each column of a rank-swapped release is
+    a permutation of the original's: the intersection attack assumes it. Files with different
+    numbers of rows differ in every attribute.
+    """
+    x, y = _as_matrices(original, release)
+    if x.shape != y.shape:
+        return list(range(x.shape[1]))
+    same = np.all(np.sort(x, axis=0) == np.sort(y, axis=0), axis=0)
+    return [int(j) for j in np.flatnonzero(~same)]
+
+
 def rank_swap_intersection_attack(
     original: ArrayLike,
     release: ArrayLike,

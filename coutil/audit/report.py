@@ -6,18 +6,21 @@ her match among random records (end of Section 5.2). Both return the JSON object
 ``--json`` and, when thresholds were given, the `PermutedPrivacyCheck` behind its ``check`` key.
 
 JSON keys (row numbers 1-based): ``records``: objects with ``record``, ``permutation_distance``,
-``closest`` (all tied release rows, ascending), ``star_ranks``, ``variances`` (per attribute, at the
-record's own distance), with a non-variance criterion ``diversity``, with a mapping ``mapping`` and
-``distance_vector``, in subject mode ``plausibility``; ``dataset`` (protector): ``permutation_distance``
-(the minimum) and ``variances`` (per attribute, the minimum over records at that distance), with a
-non-variance criterion ``diversity`` (the least safe value over records); ``check`` when asked.
+``closest`` (all tied release rows, ascending), ``star_ranks`` (per attribute, the rank of y*_j: the
+first rank of its tie block), ``star_rank_intervals`` (per attribute, ``[low, high]``: the ranks
+that y*_j occupies, low = high without ties; two blocks when x_j lies halfway), ``variances`` (per
+attribute, at the record's own distance), with a non-variance criterion ``diversity``, with a
+mapping ``mapping`` and ``distance_vector``, in subject mode ``plausibility``; ``dataset``
+(protector): ``permutation_distance`` (the minimum) and ``variances`` (per attribute, the minimum
+over records at that distance), with a non-variance criterion ``diversity`` (the least safe value
+over records); ``check`` when asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,6 +32,8 @@ from coutil.audit.ranks import IndexArray, Nearest, RankIndex
 from coutil.errors import InputError
 
 MappingName = Literal["closest", "identity"]
+#: A record mapping f: by name, or f(x_i) as 0-based release rows, one per original record.
+MappingSpec: TypeAlias = MappingName | Sequence[int] | NDArray[np.integer[Any]]
 Distance = int | list[int]
 
 
@@ -42,22 +47,25 @@ def _closest_lists(found: Nearest, chosen: Sequence[int]) -> list[list[int]]:
 
 
 def _record_objects(
-    numbers: Sequence[int], distances: Any, closest: list[list[int]], star_lo: Any, variances: Any
+    numbers: Sequence[int], distances: Any, closest: list[list[int]], star_lo: Any, star_hi: Any, variances: Any
 ) -> list[dict[str, Any]]:
     # Bulk .tolist() conversions: a million records would spend most of the audit in per-item casts.
+    intervals = np.stack([np.asarray(star_lo, dtype=np.int64), np.asarray(star_hi, dtype=np.int64)], axis=-1)
     return [
         {
             "record": int(number),
             "permutation_distance": distance,
             "closest": rows,
             "star_ranks": star,
+            "star_rank_intervals": interval,
             "variances": variance,
         }
-        for number, distance, rows, star, variance in zip(
+        for number, distance, rows, star, interval, variance in zip(
             numbers,
             np.asarray(distances, dtype=np.int64).tolist(),
             closest,
             np.asarray(star_lo, dtype=np.int64).tolist(),
+            intervals.tolist(),
             np.asarray(variances, dtype=np.float64).tolist(),
             strict=True,
         )
@@ -65,11 +73,22 @@ def _record_objects(
 
 
 def _mapping_rows(
-    mapping: MappingName | None, found: Nearest, chosen: Sequence[int], n_release: int
+    mapping: MappingSpec | None, found: Nearest, chosen: Sequence[int], n_release: int
 ) -> IndexArray | None:
-    """f(x) of each chosen record as 0-based release rows: its lowest closest row, or its own row."""
+    """f(x) of each chosen record as 0-based release rows: its lowest closest row, its own row, or
+    the given row of a known mapping (one per original record)."""
     if mapping is None:
         return None
+    if not isinstance(mapping, str):
+        rows = np.asarray(mapping)
+        if rows.shape != (len(found.matches),) or not np.issubdtype(rows.dtype, np.integer):
+            raise InputError(
+                f"the record mapping must give one integer release row per original record "
+                f"({len(found.matches)}), got shape {rows.shape}"
+            )
+        if rows.size and (rows.min() < 0 or rows.max() >= n_release):
+            raise InputError(f"the record mapping points outside the release rows 1..{n_release}")
+        return np.asarray(rows[list(chosen)], dtype=np.intp)
     if mapping == "identity":
         if max(chosen, default=-1) >= n_release:
             raise InputError(f"the identity mapping pairs record i with release row i, but the release has {n_release}")
@@ -135,11 +154,12 @@ def protector_report(
     d: Distance | None = None,
     v: Sequence[float] | None = None,
     criterion: DiversityCriterion = "variance",
-    mapping: MappingName | None = None,
+    mapping: MappingSpec | None = None,
 ) -> tuple[dict[str, Any], PermutedPrivacyCheck | None]:
     """The data protector's audit: every record of X (or the 0-based ``record``) against Y.
 
-    A vector ``d`` without ``mapping`` uses the closest-record mapping.
+    ``mapping``: ``"closest"``, ``"identity"`` or the known f as 0-based release rows, one per record
+    of X. A vector ``d`` without ``mapping`` uses the closest-record mapping.
     """
     if record is not None and not 0 <= record < original.shape[0]:
         raise InputError(f"record {record + 1} is out of range: the original has records 1..{original.shape[0]}")
@@ -160,7 +180,7 @@ def protector_report(
     chosen = list(range(n)) if record is None else [record]
     lo, hi, own = star_lo[chosen], star_hi[chosen], distances[chosen]
     records = _record_objects(
-        [i + 1 for i in chosen], own, _closest_lists(found, chosen), lo, index.window_variance(lo, hi, own)
+        [i + 1 for i in chosen], own, _closest_lists(found, chosen), lo, hi, index.window_variance(lo, hi, own)
     )
     if criterion != "variance":
         for rec, values in zip(records, window_diversity(index, lo, hi, own, criterion).tolist(), strict=True):
@@ -209,8 +229,8 @@ def subject_report(
         raise InputError(f"bad number of random records {random}: expected a positive integer")
     if not 0 < alpha < 1:
         raise InputError(f"bad alpha {alpha}: expected a probability strictly between 0 and 1")
-    if mapping == "identity":
-        raise InputError("the identity mapping needs the original data set: a subject does not know her row")
+    if mapping is not None and mapping != "closest":
+        raise InputError("only the closest mapping is open to a subject: she does not know her release row")
     if isinstance(d, list) and mapping is None:
         mapping = "closest"
     index = RankIndex.build(release)
@@ -227,7 +247,7 @@ def subject_report(
         on_progress=on_progress,
     )
     p_value = float(empirical_p_values(own, distribution)[0])
-    records = _record_objects([1], own, _closest_lists(found, [0]), lo, index.window_variance(lo, hi, own))
+    records = _record_objects([1], own, _closest_lists(found, [0]), lo, hi, index.window_variance(lo, hi, own))
     if criterion != "variance":
         records[0]["diversity"] = window_diversity(index, lo, hi, own, criterion)[0].tolist()
     records[0]["plausibility"] = {

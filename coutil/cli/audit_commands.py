@@ -14,8 +14,12 @@
   rank-swapping intersection attack.
 - ``reverse-map``: Algorithm 1, writing Z as CSV (non-selected columns copied from the release).
 
-All three read X and Y through `coutil.audit.inputs` (columns found by name, ``--release-columns``
-to pair differently named ones, ``--ordinal`` for ordinal categorical columns, ``--k``).
+All three read X and Y through `coutil.audit.inputs` (columns found by name, or by position when
+the release has none of X's names, with a note on stderr; ``--release-columns`` to pair differently
+named ones, ``--ordinal`` for ordinal categorical columns, ``--k``). A known record mapping f
+(``audit --mapping``, ``attack --true-mapping``) is ``identity``, ``column:NAME`` (a release column
+holding each row's 1-based original record) or a file with one 1-based release row per original
+record. Progress bars show only on a terminal and never with ``--json``.
 
 Every ``--json`` prints one JSON object on stdout; the keys are the documented interface. Row
 numbers in output are 1-based (as in the paper's tables); the Python API is 0-based.
@@ -32,28 +36,28 @@ import typer
 from rich.table import Table
 
 from coutil.audit.inputs import (
+    Pair,
     check_k,
+    load_mapping,
     load_pair,
     load_release,
-    parse_distance,
-    parse_floats,
+    parse_check_options,
+    parse_random_spec,
     parse_record_values,
     renamed_ordinal,
 )
 from coutil.cli.common import emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
-from coutil.sdc.dataset import (
-    Dataset,
-    parse_columns,
-    read_csv_table,
-    replace_columns,
-    write_csv,
-)
+from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from coutil.audit.intruder import RandomSpec
     from coutil.audit.privacy_check import PermutedPrivacyCheck
-    from coutil.audit.report import MappingName
+    from coutil.audit.report import MappingSpec
+
+    KnownMapping = str | NDArray[np.intp] | None
 
 #: Rows shown in the human-readable tables (the JSON always has every row).
 TABLE_ROWS = 20
@@ -66,13 +70,6 @@ class Diversity(StrEnum):
     distinct_l = "distinct-l"
     entropy_l = "entropy-l"
     t_closeness = "t-closeness"
-
-
-class Mapping(StrEnum):
-    """Record mapping f of the (d, v, f) form."""
-
-    closest = "closest"
-    identity = "identity"
 
 
 class Method(StrEnum):
@@ -127,21 +124,48 @@ KOpt = Annotated[
 ]
 
 
-def _mapping_name(mapping: Mapping | None) -> MappingName | None:
-    if mapping is None:
-        return None
-    return "identity" if mapping is Mapping.identity else "closest"
+def _stderr_line(message: str) -> None:
+    """One line on stderr, however long (no wrapping, no rich markup in file names)."""
+    err_console.print(message, soft_wrap=True, markup=False, highlight=False)
 
 
-def _parse_mode(d: str | None, v: str | None, m: int) -> tuple[int | list[int] | None, list[float] | None]:
-    """--d and --v of the check: one d or one per attribute, one v per attribute."""
-    required = None if d is None else parse_distance(d)
-    if isinstance(required, list) and len(required) != m:
-        raise InputError(f"--d has {len(required)} values but there are {m} attributes")
-    thresholds = None if v is None else parse_floats(v, "--v")
-    if thresholds is not None and len(thresholds) != m:
-        raise InputError(f"--v has {len(thresholds)} values but there are {m} attributes")
-    return required, thresholds
+def _show_progress(json_output: bool) -> bool:
+    """A progress bar only for a person watching a terminal; never in --json mode."""
+    return err_console.is_terminal and not json_output
+
+
+def _load(
+    original: Path,
+    release: Path,
+    columns: str | None,
+    release_columns: str | None,
+    ordinal: list[str] | None,
+    k: int | None,
+    same_rows: str | None = None,
+) -> Pair:
+    """X and Y for every command, ``--k`` checked; ``same_rows`` (what needs it) refuses files of
+    different lengths. Nothing is printed yet: see `_announce`."""
+    pair = load_pair(original, release, columns, release_columns, ordinal)
+    check_k(pair.release, k)
+    if same_rows is not None and pair.release.n != pair.original.n:
+        raise InputError(
+            f"{same_rows} needs as many release rows as original records: {release} has {pair.release.n} "
+            f"rows, {original} has {pair.original.n}"
+        )
+    return pair
+
+
+def _announce(pair: Pair, k: int | None) -> None:
+    """Once every option is checked (so that an error stays one line): the note on columns paired by
+    position, and a warning on a release with fewer rows than the original."""
+    if pair.note is not None:
+        _stderr_line(pair.note)
+    x, y = pair.original, pair.release
+    if k is None and y.n < x.n:
+        _stderr_line(
+            f"warning: {y.source} has {y.n} rows, fewer than the {x.n} records of {x.source}: records "
+            "were suppressed or the files do not match (--k sets the least number of rows to accept)"
+        )
 
 
 # ------------------------------------------------------------------------------------------- audit
@@ -238,11 +262,13 @@ def audit_command(
         typer.Option("--diversity", help="Diversity criterion of the window for --v (condition 2)."),
     ] = Diversity.variance,
     mapping: Annotated[
-        Mapping | None,
+        str | None,
         typer.Option(
             "--mapping",
-            help="(d, v, f) form: f(x) = the closest release record, or row i of Y for record i of X "
-            "(identity). Adds each record's mapping and distance_vector.",
+            help="(d, v, f) form with record mapping f: 'closest' (the closest release record), "
+            "'identity' (row i of Y for record i of X), 'column:NAME' (a release column holding each "
+            "row's 1-based original record) or a file with one 1-based release row per original "
+            "record, one per line. Adds each record's mapping and distance_vector.",
             show_default=False,
         ),
     ] = None,
@@ -252,7 +278,11 @@ def audit_command(
 ) -> None:
     """(d, v)-permuted privacy audit of a release: by the data protector or by one subject.
 
-    Exit code 3 when --d/--v are given and the check does not hold.
+    Exit code 3 when --d/--v are given and the check does not hold. --json keys per record:
+    record, permutation_distance, closest (1-based release rows), star_ranks (per attribute, the
+    rank of the closest release value y*; with tied values the low end of its rank interval),
+    star_rank_intervals (per attribute, \\[low, high]: all the ranks y* occupies), variances, and
+    with options diversity, mapping, distance_vector, plausibility; plus dataset and check.
     """
     if (original is None) == (record_values is None):
         raise InputError("give exactly one of --original (data protector) or --record-values (subject)")
@@ -302,18 +332,25 @@ def _audit_protector(
     d: str | None,
     v: str | None,
     diversity: Diversity,
-    mapping: Mapping | None,
+    mapping: str | None,
     ordinal: list[str] | None,
     k: int | None,
     json_output: bool,
 ) -> None:
     from coutil.audit.report import protector_report
 
-    x, y = load_pair(original, release, columns, release_columns, ordinal)
-    check_k(y, k)
+    pair = _load(original, release, columns, release_columns, ordinal, k)
+    x, y = pair.original, pair.release
+    known: MappingSpec | None = None
+    if mapping is not None:
+        spec = load_mapping(mapping, "--mapping", pair, ("closest", "identity"))
+        known = ("identity" if spec == "identity" else "closest") if isinstance(spec, str) else spec
     if record is not None and not 1 <= record <= x.n:
         raise InputError(f"--record {record} is out of range: {original} has records 1..{x.n}")
-    required, thresholds = _parse_mode(d, v, x.m)
+    if isinstance(known, str) and known == "identity" and (x.n if record is None else record) > y.n:
+        raise InputError(f"--mapping identity pairs record i with release row i, but {release} has {y.n} rows")
+    required, thresholds = parse_check_options(d, v, x.m)
+    _announce(pair, k)
     out, check = protector_report(
         x.values,
         y.values,
@@ -322,7 +359,7 @@ def _audit_protector(
         d=required,
         v=thresholds,
         criterion=diversity.value,
-        mapping=_mapping_name(mapping),
+        mapping=known,
     )
     if json_output:
         emit_json(out)
@@ -342,7 +379,7 @@ def _audit_subject(
     d: str | None,
     v: str | None,
     diversity: Diversity,
-    mapping: Mapping | None,
+    mapping: str | None,
     ordinal: list[str] | None,
     k: int | None,
     json_output: bool,
@@ -357,10 +394,10 @@ def _audit_subject(
         raise InputError(f"bad --random {random}: expected a positive number of random records")
     if not 0 < alpha < 1:
         raise InputError(f"bad --alpha {alpha}: expected a probability strictly between 0 and 1")
-    if mapping is Mapping.identity:
-        raise InputError("--mapping identity needs --original: a subject does not know her release row")
-    required, thresholds = _parse_mode(d, v, y.m)
-    with progress() as bar:
+    if mapping is not None and mapping != "closest":
+        raise InputError(f"--mapping {mapping} needs --original: a subject does not know her release row")
+    required, thresholds = parse_check_options(d, v, y.m)
+    with progress(_show_progress(json_output)) as bar:
         task = bar.add_task("random records", total=random)
         out, check = subject_report(
             values,
@@ -372,7 +409,7 @@ def _audit_subject(
             d=required,
             v=thresholds,
             criterion=diversity.value,
-            mapping=_mapping_name(mapping),
+            mapping=None if mapping is None else "closest",
             on_progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     if json_output:
@@ -389,20 +426,6 @@ def _audit_subject(
 
 
 # ------------------------------------------------------------------------------------------ attack
-
-
-def _parse_random(text: str) -> RandomSpec:
-    if text == "all":
-        return "all"
-    if text == "auto":
-        return "auto"
-    try:
-        count = int(text)
-    except ValueError:
-        raise InputError(f"bad --random {text!r}: expected 'all', 'auto' or a number of records") from None
-    if count < 1:
-        raise InputError(f"bad --random {text!r}: expected a positive number of records")
-    return count
 
 
 def attack_command(
@@ -447,7 +470,9 @@ def attack_command(
         str | None,
         typer.Option(
             "--true-mapping",
-            help="'identity' when row i of Y is the masked row i of X: report correct linkages.",
+            help="The known record mapping, to report correct linkages: 'identity' (row i of Y is the "
+            "masked record i of X), 'column:NAME' (a release column holding each row's 1-based "
+            "original record) or a file with one 1-based release row per original record.",
             show_default=False,
         ),
     ] = None,
@@ -465,10 +490,11 @@ def attack_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Link X to the release: the maximum-knowledge intruder (default) or a classical attack."""
-    x, y = load_pair(original, release, columns, release_columns, ordinal)
-    check_k(y, k)
-    if true_mapping is not None and true_mapping != "identity":
-        raise InputError(f"bad --true-mapping {true_mapping!r}: only 'identity' is supported")
+    pair = _load(original, release, columns, release_columns, ordinal, k)
+    x, y = pair.original, pair.release
+    truth = None if true_mapping is None else load_mapping(true_mapping, "--true-mapping", pair, ("identity",))
+    if isinstance(truth, str) and x.n != y.n:
+        raise InputError(f"--true-mapping identity needs as many rows in {release} ({y.n}) as in {original} ({x.n})")
     intruder_only = {"--random": random, "--plot": plot}
     intersection_only = {"--swap-p": swap_p, "--window": window}
     if method is not Method.intruder:
@@ -479,10 +505,20 @@ def attack_command(
         misplaced = [name for name, value in intersection_only.items() if value is not None]
         if misplaced:
             raise InputError(f"{', '.join(misplaced)} can only be used with --method intersection")
+    elif (swap_p is None) == (window is None):
+        raise InputError("--method intersection needs exactly one of --swap-p (percent) or --window (ranks)")
     if method is Method.intruder:
-        out = _run_intruder(x, y, random, seed, true_mapping, plot)
+        random_spec = parse_random_spec(random)
+        if x.n != y.n:
+            raise InputError(
+                f"the intruder reverse-maps the release onto the original: {release} has {y.n} rows, "
+                f"{original} has {x.n} records (--method distance or global link files of different sizes)"
+            )
+        _announce(pair, k)
+        out = _run_intruder(x, y, random_spec, seed, truth, plot, _show_progress(json_output))
     else:
-        out = _run_linkage(x, y, method, metric, swap_p, window, true_mapping)
+        _announce(pair, k)
+        out = _run_linkage(x, y, method, metric, swap_p, window, truth)
     out = {"columns": list(x.names), **out}
     if json_output:
         emit_json(out)
@@ -493,12 +529,17 @@ def attack_command(
 
 
 def _run_intruder(
-    x: Dataset, y: Dataset, random: str | None, seed: int, true_mapping: str | None, plot: Path | None
+    x: Dataset,
+    y: Dataset,
+    random_spec: RandomSpec,
+    seed: int,
+    true_mapping: KnownMapping,
+    plot: Path | None,
+    show_progress: bool,
 ) -> dict[str, Any]:
     from coutil.audit.intruder import maximum_knowledge_attack
 
-    random_spec = _parse_random("auto" if random is None else random)
-    with progress() as bar:
+    with progress(show_progress) as bar:
         task = bar.add_task("random records", total=None)
 
         def on_progress(done: int, total: int) -> None:
@@ -525,18 +566,31 @@ def _run_linkage(
     metric: Metric,
     swap_p: float | None,
     window: int | None,
-    true_mapping: str | None,
+    true_mapping: KnownMapping,
 ) -> dict[str, Any]:
-    from coutil.audit.linkage import distance_linkage, global_linkage, rank_swap_intersection_attack
+    from coutil.audit.linkage import (
+        distance_linkage,
+        global_linkage,
+        rank_swap_intersection_attack,
+        unswapped_attributes,
+    )
 
     if method is Method.distance:
         return distance_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
     if method is Method.global_:
         return global_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
-    if (swap_p is None) == (window is None):
-        raise InputError("--method intersection needs exactly one of --swap-p (percent) or --window (ranks)")
     p = 0.0 if swap_p is None else swap_p
-    return rank_swap_intersection_attack(x.values, y.values, p, window=window, true_mapping=true_mapping).to_dict()
+    result = rank_swap_intersection_attack(x.values, y.values, p, window=window, true_mapping=true_mapping)
+    differ = unswapped_attributes(x.values, y.values)
+    if differ:
+        # Rank swapping only moves values: another release gives empty or wrong candidate sets.
+        empty = int((result.candidate_sizes == 0).sum())
+        _stderr_line(
+            f"warning: the sorted values of {', '.join(x.names[j] for j in differ)} differ between "
+            f"{x.source} and {y.source}: the release is not a rank swap of the original, so candidate "
+            f"sets may be empty or wrong ({empty} of {x.n} are empty)"
+        )
+    return result.to_dict()
 
 
 def _print_linkage(out: dict[str, Any]) -> None:
@@ -614,12 +668,13 @@ def reverse_map_command(
     """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
     from coutil.audit.permutation import reverse_map
 
-    x, y = load_pair(original, release, columns, release_columns, ordinal)
-    check_k(y, k)
+    pair = _load(original, release, columns, release_columns, ordinal, k, same_rows="reverse mapping")
+    _announce(pair, k)
+    x, y = pair.original, pair.release
     z = np.asarray(reverse_map(x.values, y.values, seed=seed), dtype=np.float64)
-    table = read_csv_table(release)
+    table = pair.release_table
     # Z replaces the release's own columns (its names, not the original's), other columns are kept.
-    release_names = parse_columns(release_columns) or list(y.names)
+    release_names = list(pair.release_names)
     # Ordinal columns are written back as categories (Z holds X's values, whole ranks).
     labels = renamed_ordinal(dict(x.ordinal), x.names, release_names)
     z_data = Dataset(tuple(release_names), z, str(release), labels)

@@ -3,7 +3,7 @@
 Reproduce with (from the repository root, venv active)::
 
     python simulations/bench/bench_attack.py            # full sizes
-    python simulations/bench/bench_attack.py --quick    # small sizes, a few seconds
+    python simulations/bench/bench_attack.py --quick --results /tmp/bench_attack_quick.json
 
 For each data set size n (m = 3 normal attributes, additive noise of 0.5 x the variance) it times:
 reverse mapping + linkage of the n originals (``link``), the distance of N sampled random records
@@ -11,7 +11,8 @@ reverse mapping + linkage of the n originals (``link``), the distance of N sampl
 and with the Mahalanobis distance (``mahal``), the global one-to-one linkage (``global``, only up
 to its n cap), and the rank-swapping intersection attack on a rank-swapped copy (p = 2%,
 ``inter``). Ratios are measured in the same run. A table goes to stdout, JSON to
-simulations/bench/results/bench_attack.json (``--quick``: bench_attack_quick.json).
+simulations/bench/results/bench_attack.json (``--quick``: bench_attack_quick.json; ``--results PATH``
+writes elsewhere).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--results", type=Path, help="JSON file to write (default: simulations/bench/results/)")
     args = parser.parse_args()
     sizes = [500, 2000] if args.quick else [1000, 5000, 20000, 100000]
     random_records = 20_000 if args.quick else 200_000
@@ -118,7 +120,7 @@ def main() -> None:
             rows[-1]["dbrl_correct_rate"], rows[-1]["mahalanobis_correct_rate"], rows[-1]["intersection_unique_correct"]
         )
     )
-    results = RESULTS_DIR / ("bench_attack_quick.json" if args.quick else "bench_attack.json")
+    results = args.results or RESULTS_DIR / ("bench_attack_quick.json" if args.quick else "bench_attack.json")
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(
         json.dumps(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("coutil.audit.ranks")
-pytest.importorskip("coutil.audit.permutation")
-
+from coutil.audit import plots
+from coutil.audit.intruder import CHUNK
 from coutil.audit.plots import plot_distance_distributions
 from coutil.cli import main
 from coutil.errors import InputError
 from tests.audit.test_paper_tables import TABLE1_Y_RANKS
+from tests.audit.test_ranks import ref_nearest, ref_star
 
 # Table 4: per record (closest anonymized record printed in the paper, permutation distance,
 # X1 and X2 variances at the record's own distance -- the X3 column of the printed table is shifted).
@@ -135,6 +136,53 @@ def test_subject_mode(capsys: pytest.CaptureFixture[str], files: dict[str, str])
     capsys.readouterr()
 
 
+def _reference_distance(release: np.ndarray[Any, Any], q_lo: list[int], q_hi: list[int]) -> int:
+    return ref_nearest(release, q_lo, q_hi)[0]
+
+
+@pytest.mark.parametrize("noise", [1e-6, 2.0])
+def test_subject_plausibility_is_the_sampled_p_value(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, noise: float
+) -> None:
+    # A low-noise release: the subject's own masked record keeps her ranks (distance 0), which random
+    # records almost never reach: her match is NOT plausible. A high-noise one: plausible.
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(60, 3))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    release = tmp_path / "y.csv"
+    np.savetxt(release, y, delimiter=",", header="a,b,c", comments="", fmt="%.12g")
+    y = np.loadtxt(release, delimiter=",", skiprows=1)
+    own = x[7]
+    n_random, seed = 400, 9
+    argv = ["audit", "--record-values", ",".join(f"{v:.12g}" for v in own), "--release", str(release)]
+    argv += ["--random", str(n_random), "--seed", str(seed)]
+    out = _run_json(capsys, [*argv, "--json"])
+    (rec,) = out["records"]
+    star_lo, star_hi = ref_star(y, np.array([float(f"{v:.12g}") for v in own]))
+    distance = _reference_distance(y, star_lo, star_hi)
+    assert rec["permutation_distance"] == distance
+    # Independent computation: the subject's N random records take attribute j from row picks[i, j]
+    # (numpy's default_rng(seed).integers, one batch below intruder.CHUNK); a value's star interval
+    # is its own rank interval; p = (1 + #{random records at distance <= hers}) / (1 + N).
+    assert n_random <= CHUNK
+    picks = np.random.default_rng(seed).integers(0, y.shape[0], size=(n_random, 3))
+    closer = 0
+    for pick in picks:
+        values = y[pick, np.arange(3)]
+        lo, hi = ref_star(y, values)
+        closer += _reference_distance(y, lo, hi) <= distance
+    plaus = rec["plausibility"]
+    assert plaus["p_value"] == (1 + closer) / (1 + n_random)
+    assert plaus["random_records"] == n_random
+    if noise < 1e-3:
+        assert distance == 0 and rec["closest"] == [8]
+        assert plaus["p_value"] < 0.05 and plaus["plausible"] is False
+        assert main(argv) == 0
+        assert "NOT plausible" in capsys.readouterr().err
+    else:
+        assert plaus["p_value"] >= 0.05 and plaus["plausible"] is True
+
+
 def test_attack_json_reproduces_tables_5_and_6(
     capsys: pytest.CaptureFixture[str], files: dict[str, str]
 ) -> None:
@@ -172,16 +220,46 @@ def test_attack_json_reproduces_tables_5_and_6(
     assert "correct_linkage_rate" not in plain
 
 
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height in pixels from a PNG's header (its first chunk is IHDR)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
 def test_attack_sampled_and_plot(
-    capsys: pytest.CaptureFixture[str], files: dict[str, str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], files: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("matplotlib")
+    drawn: list[dict[str, Any]] = []
+    real = plots.plot_distance_distributions
+
+    def spy(original: dict[int, float], random: dict[int, float], path: Path, **kwargs: Any) -> Path:
+        drawn.append({"original": dict(original), "random": dict(random), **kwargs})
+        return real(original, random, path, **kwargs)
+
+    monkeypatch.setattr(plots, "plot_distance_distributions", spy)
     figure = tmp_path / "fig" / "distances.png"
     argv = ["attack", "--original", files["X"], "--release", files["Yx"], "--random", "3000"]
     out = _run_json(capsys, [*argv, "--seed", "4", "--plot", str(figure), "--json"])
     assert out["random_records"] == {"count": 3000, "exhaustive": False, "seed": 4}
     assert sum(out["random_distribution"].values()) == pytest.approx(1.0)
-    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out["plot"] == str(figure)
+    # The figure shows the two distributions of the JSON, and its Hellinger distance.
+    (call,) = drawn
+    assert {str(d): f for d, f in call["original"].items()} == out["original_distribution"]
+    assert {str(d): f for d, f in call["random"].items()} == out["random_distribution"]
+    assert call["hellinger"] == out["hellinger"]
+    width, height = _png_size(figure)
+    assert 400 <= width <= 2400 and 250 <= height <= 1200
+    assert figure.stat().st_size > 5_000  # bars, labels and legend, not an empty canvas
+    # Another release (X itself: every record links at distance 0) draws another figure.
+    other = tmp_path / "other.png"
+    argv_x = ["attack", "--original", files["X"], "--release", files["X"], "--random", "3000", "--seed", "4"]
+    _run_json(capsys, [*argv_x, "--plot", str(other), "--json"])
+    assert drawn[1]["original"][0] == 1.0 and drawn[0]["original"][0] == 0.0
+    assert other.read_bytes() != figure.read_bytes()
     # Human output goes to stderr.
     assert main(argv) == 0
     captured = capsys.readouterr()
@@ -225,7 +303,7 @@ def test_audit_usage_errors(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["audit", "--original", "{X}", "--release", "{Y}"], "select common ones with --columns"),
+        (["audit", "--original", "{X}", "--release", "{Y}", "--columns", "X1,X3"], "cannot be paired by position"),
         (
             ["attack", "--original", "{X}", "--release", "{Y}", "--release-columns", "Y1,Y2"],
             "names 2 attributes",

@@ -9,9 +9,6 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-pytest.importorskip("coutil.audit.ranks")
-pytest.importorskip("coutil.audit.permutation")
-
 from coutil.audit import intruder
 from coutil.audit.intruder import (
     RandomRecordDistribution,

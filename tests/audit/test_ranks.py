@@ -89,14 +89,41 @@ def release_and_records(draw: st.DrawFn) -> tuple[Matrix, Matrix]:
     return release, records
 
 
+@st.composite
+def partly_tied(draw: st.DrawFn) -> tuple[Matrix, Matrix]:
+    """A release of mostly distinct values with a few heavily tied ones, and records of which some hit
+    a tied value and others do not (release rows, halfway points, values outside the range)."""
+    n = draw(st.integers(2, 40))
+    m = draw(st.integers(1, 4))
+    columns = []
+    for _ in range(m):
+        values = draw(st.lists(st.integers(0, 400), min_size=n, max_size=n, unique=True))
+        tied = draw(st.lists(st.integers(0, n - 1), max_size=n // 2))
+        blocks = draw(st.lists(st.sampled_from(values), min_size=1, max_size=3))
+        for k, row in enumerate(tied):
+            values[row] = blocks[k % len(blocks)]  # a few values repeated many times
+        columns.append(values)
+    release = np.array(columns, dtype=np.float64).T
+    rows = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=8))
+    extra = draw(st.lists(st.integers(-10, 820), min_size=m, max_size=4 * m))
+    others = np.array(extra[: len(extra) // m * m], dtype=np.float64).reshape(-1, m) / 2.0
+    return release, np.vstack([release[rows], others])
+
+
 @contextmanager
 def search_path(path: str) -> Iterator[None]:
-    """Force the all-pairs or the k-d tree search (and tiny chunks) whatever the problem size."""
+    """Force the all-pairs or the k-d tree search (and tiny chunks) whatever the problem size.
+
+    ``tree``: the normal tree search; ``ball``: one neighbour round, then every query not settled
+    goes to the ball query.
+    """
     with pytest.MonkeyPatch.context() as patch:
-        if path == "tree":
+        if path in ("tree", "ball"):
             patch.setattr(ranks, "BRUTE_FORCE_PAIRS", 0)
             patch.setattr(ranks, "BRUTE_FORCE_POINTS", 0)
             patch.setattr(ranks, "QUERY_CHUNK", 5)
+            if path == "ball":
+                patch.setattr(ranks, "MAX_NEIGHBOURS", 1)
         else:
             patch.setattr(ranks, "BRUTE_FORCE_PAIRS", 10**12)
             patch.setattr(ranks, "BRUTE_FORCE_BLOCK", 7)
@@ -106,9 +133,25 @@ def search_path(path: str) -> Iterator[None]:
 # ----------------------------------------------------------------------------------- properties
 
 
+PATHS = ["brute", "tree", "ball"]
+
+
 @settings(max_examples=150, deadline=None)
-@given(data=release_and_records(), path=st.sampled_from(["brute", "tree"]), want_ties=st.booleans())
+@given(data=release_and_records(), path=st.sampled_from(PATHS), want_ties=st.booleans())
 def test_fast_index_agrees_with_reference(data: tuple[Matrix, Matrix], path: str, want_ties: bool) -> None:
+    check_against_reference(data, path, want_ties)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=partly_tied(), path=st.sampled_from(PATHS), want_ties=st.booleans())
+def test_partly_tied_release_agrees_with_reference(
+    data: tuple[Matrix, Matrix], path: str, want_ties: bool
+) -> None:
+    # Heavy ties on a few values only: point queries and interval queries mixed in one batch.
+    check_against_reference(data, path, want_ties)
+
+
+def check_against_reference(data: tuple[Matrix, Matrix], path: str, want_ties: bool) -> None:
     release, records = data
     with search_path(path):
         index = RankIndex.build(release)
@@ -171,6 +214,47 @@ def test_tree_path_on_larger_data(tied: bool) -> None:
     single = index.nearest(lo, hi, want_ties=False)
     assert np.array_equal(single.distance, fast.distance)
     assert all(int(single.matches[i][0]) in fast.matches[i].tolist() for i in range(queries.shape[0]))
+
+
+class CountingTree(ranks.cKDTree):  # type: ignore[misc]
+    """A k-d tree that counts the queries sent to its (slow) ball search."""
+
+    ball_queries = 0
+
+    def query_ball_point(self, x: Matrix, *args: object, **kwargs: object) -> object:
+        CountingTree.ball_queries += int(np.atleast_2d(x).shape[0])
+        return super().query_ball_point(x, *args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["one tie", "2 decimals", "ordinal column"])
+def test_point_queries_skip_the_ball_search_on_a_tied_release(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    # One tied value, values rounded to 2 decimals (ties everywhere), or an attribute of 3 categories
+    # (blocks of n/3 ranks): nearly every query is settled by its nearest neighbours; only a few
+    # need the ball search (all of them did before).
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3000, 3))
+    release = x + rng.normal(scale=0.5, size=x.shape)
+    if kind == "one tie":
+        release[1, 0] = release[0, 0]
+    else:
+        release = np.round(release, 2)
+    if kind == "ordinal column":
+        x[:, 2] = np.clip(np.round(x[:, 2]), -1, 1)
+        release[:, 2] = np.clip(np.round(release[:, 2]), -1, 1)
+    monkeypatch.setattr(ranks, "cKDTree", CountingTree)
+    monkeypatch.setattr(CountingTree, "ball_queries", 0)
+    index = RankIndex.build(release)
+    assert index.has_ties
+    lo, hi = index.star(x)
+    found = index.nearest(lo, hi, want_ties=True)
+    random = index.nearest(index.lo, index.hi, want_ties=False)
+    assert CountingTree.ball_queries <= 0.02 * (x.shape[0] + release.shape[0])
+    # Same answers as the plain scan of every row, on a sample.
+    for i in rng.choice(x.shape[0], size=60, replace=False):
+        gap = np.maximum(np.maximum(index.lo - hi[i], lo[i] - index.hi), 0).max(axis=1)
+        assert int(found.distance[i]) == int(gap.min())
+        assert found.matches[i].tolist() == np.flatnonzero(gap == gap.min()).tolist()
+    assert np.all(random.distance == 0)
 
 
 def test_long_windows_use_prefix_sums_accurately() -> None:
