@@ -4,4 +4,5 @@ from __future__ import annotations
 
 from coutil.cli import main
 
-main()
+if __name__ == "__main__":  # worker processes (spawned) import the main module: it must not run the CLI
+    main()

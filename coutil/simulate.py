@@ -155,12 +155,21 @@ def traffic_stats(traffic: list[Traffic]) -> dict[str, dict[str, float]]:
     }
 
 
-def _vanishing_subjects(n: int, fraction: float, rng: SeededRandom) -> list[int]:
+def vanishing_subjects(n: int, fraction: float, seed: int) -> list[int]:
+    """The rows of the subjects who vanish (a function of the seed)."""
+    rng = SeededRandom(seed).fork("faults")
     count = round(fraction * n)
     chosen: set[int] = set()
     while len(chosen) < count:
         chosen.add(rng.below(n))
     return sorted(chosen)
+
+
+def vanish_time(seed: int, node_id: str, entered: float, faults: FaultPlan) -> float:
+    """When a vanishing subject who entered ``faults.vanish_state`` at ``entered`` stops: uniform in
+    the vanish window, drawn from her own stream (the same whichever process hosts her)."""
+    draw = SeededRandom(seed).fork("vanish-times").fork(node_id).below(10**6)
+    return entered + faults.vanish_window * draw / 10**6
 
 
 @dataclass
@@ -173,37 +182,68 @@ class RoundNodes:
     node_ids: list[str]
 
 
-def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int) -> RoundNodes:
-    """The nodes of one round over ``data`` (shared by the in-memory and the MQTT runners)."""
+def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False) -> RoundNodes:
+    """The nodes of one round over ``data`` (shared by the in-memory and the MQTT runners).
+
+    Every key derives from ``seed``. ``fresh_round`` draws the collector's key and the round id from
+    the operating system instead: a real broker keeps the retained announce and bulletins of an
+    earlier round, which a seeded collector would have signed with the very same key.
+    """
+    from coutil.protocol.subject_audit import SharedCaches
+
+    # One decode cache for every node of the process: each message is verified once, not once per receiver.
+    caches = SharedCaches()
+    collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches)
+    subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),
+                                             caches=caches)
+    return RoundNodes(collector, subjects, node_ids)
+
+
+def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False, caches: Any = None) -> Any:
+    """The round's collector (see `build_round_nodes` for ``seed`` and ``fresh_round``)."""
     # Imported here: the protocol nodes pull in the crypto stack, which `coutil.simulate`'s
     # configuration helpers (used by the CLI to validate options) do not need.
     from coutil.protocol import crypto
     from coutil.protocol.collector import CollectorNode
+
+    root = SeededRandom(seed)
+    collector_rng = root.fork("collector")
+    if fresh_round:
+        from coutil.protocol.node import SystemRandom
+
+        identity = crypto.SigningKey.generate(SystemRandom())
+        round_id = SystemRandom().bytes(16)
+    else:
+        identity = crypto.SigningKey.generate(collector_rng.fork("identity"))
+        round_id = root.fork("round").bytes(16)
+    return CollectorNode(config, identity=identity, rng=collector_rng, round_id=round_id,
+                         decode_cache=None if caches is None else caches.decode_cache)
+
+
+def build_subject_nodes(
+    data: Dataset, config: RoundConfig, collector_key: bytes, *, seed: int, rows: Iterable[int], caches: Any = None,
+) -> tuple[list[Any], list[str]]:
+    """Subject nodes for the given rows of ``data``, with their node ids (the sid, suffixed when two
+    collide). A row's keys depend only on ``seed`` and the row number, so any process can build any
+    subject: a worker process hosting a slice of them gets the very subjects a single process would."""
     from coutil.protocol.subject import SubjectNode
     from coutil.protocol.subject_audit import SharedCaches
 
+    caches = caches if caches is not None else SharedCaches()
     qi_values = data.select(list(config.qi)).values
     conf_values = data.select(list(config.confidential)).values
-    root = SeededRandom(seed)
-    collector_rng = root.fork("collector")
-    identity = crypto.SigningKey.generate(collector_rng.fork("identity"))
-    round_id = root.fork("round").bytes(16)
-    # One decode cache for every node of the process: each message is verified once, not once per receiver.
-    caches = SharedCaches()
-    collector = CollectorNode(config, identity=identity, rng=collector_rng, round_id=round_id,
-                              decode_cache=caches.decode_cache)
+    subject_rng = SeededRandom(seed).fork("subjects")
     subjects: list[Any] = []
     node_ids: list[str] = []
     seen: set[str] = set()
-    subject_rng = root.fork("subjects")
-    for i in range(data.n):
-        subject = SubjectNode(collector_key=collector.public_key, qi=qi_values[i], confidential=conf_values[i],
-                              rng=subject_rng.fork(str(i)), caches=caches)
+    for i in rows:
+        subject = SubjectNode(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
+                              rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval)
         node_id = subject.sid if subject.sid not in seen else f"{subject.sid}-{i}"
         seen.add(node_id)
         subjects.append(subject)
         node_ids.append(node_id)
-    return RoundNodes(collector, subjects, node_ids)
+    return subjects, node_ids
 
 
 def run_memory_round(
@@ -219,30 +259,39 @@ def run_memory_round(
     record_publications: bool = False,
     keep_nodes: bool = False,
     max_events: int = DEFAULT_MAX_EVENTS,
+    shards: int = 1,
 ) -> RoundReport:
     """Run one round with one subject per record of ``data`` and return its report.
 
     ``record_publications`` keeps the bus log (who published which bytes when), which is what a
-    curious collector observes; ``keep_nodes`` keeps the bus and the collector in the report. The
+    curious collector observes; ``keep_nodes`` keeps the bus and the collector in the report.
+    ``shards`` > 1 spreads the nodes over that many processes (`coutil.net.shards`). The
     run stops when the collector is finished, at ``max_virtual_time`` (default: both windows plus
     200 step timeouts) or after ``max_events`` bus events.
     """
     network = network if network is not None else NetworkModel()
     faults = faults if faults is not None else FaultPlan()
+    if shards > 1:
+        if record_publications or keep_nodes:
+            raise ValueError("the bus log and the nodes are kept only when the round runs in one process")
+        from coutil.net.shards import run_sharded_round
+
+        report: RoundReport = run_sharded_round(data, config, seed=seed, shards=shards, network=network,
+                                                faults=faults, out_dir=out_dir, progress=progress,
+                                                max_virtual_time=max_virtual_time)
+        return report
     wall: dict[str, float] = {}
     t0 = time.perf_counter()
     built = build_round_nodes(data, config, seed=seed)
     collector = built.collector
-    root = SeededRandom(seed)
     bus = MemoryBus(seed=seed, network=network, record_publications=record_publications,
                     record_events=out_dir is not None)
     bus.add_node("collector", collector)
     sids = built.node_ids
     for node_id, subject in zip(sids, built.subjects, strict=True):
         bus.add_node(node_id, subject)
-    vanishing = _vanishing_subjects(data.n, faults.vanish_fraction, root.fork("faults"))
+    vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)
     vanish_ids = {sids[i] for i in vanishing}
-    vanish_rng = root.fork("vanish-times")
     wall["setup"] = time.perf_counter() - t0
 
     states: Counter[str] = Counter({"await_announce": data.n})
@@ -266,7 +315,7 @@ def run_memory_round(
             states[new] += 1
             previous_state[node_id] = new
             if node_id in vanish_ids and new == faults.vanish_state:
-                bus.vanish(node_id, event.at + faults.vanish_window * vanish_rng.below(10**6) / 10**6)
+                bus.vanish(node_id, vanish_time(seed, node_id, event.at, faults))
 
     bus.event_sink = on_event
     cap = max_virtual_time if max_virtual_time is not None else (

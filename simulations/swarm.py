@@ -26,6 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--subjects", type=int, default=None, help="number of subjects / CSV rows")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--shards", type=int, default=1, help="processes to spread the nodes over")
     return parser.parse_args(argv)
 
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         simulate(args.config, args.seed, args.out, args.data, args.subjects, args.json,
-                 show_progress=not args.no_progress)
+                 show_progress=not args.no_progress, shards=args.shards)
     except CoutilError as exc:
         print(f"swarm: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

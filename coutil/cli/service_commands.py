@@ -67,7 +67,8 @@ def serve_command(
     from coutil.cli.net_commands import build_config
     from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
     from coutil.collector.storage import CollectorStore
-    from coutil.net.mqtt import host_nodes, parse_broker_url
+    from coutil.net.hosting import host_nodes
+    from coutil.net.mqtt import parse_broker_url
 
     address = parse_broker_url(broker)
     round_config = build_config(config, qi, confidential, k,
@@ -215,6 +216,9 @@ def swarm_command(
     data: Annotated[Path | None, typer.Option("--data", help="CSV to draw records from (default: the shipped "
                                               "survey).", show_default=False)] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
+    shared_connection: Annotated[bool, typer.Option(
+        "--shared-connection", help="Multiplex every hosted subject over one MQTT connection (much less "
+        "traffic; impossible behind a per-subject ACL, which needs one connection per subject).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
     """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
@@ -231,7 +235,7 @@ def swarm_command(
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
                                       for i in rows])
-    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout))
+    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout, shared_connection=shared_connection))
     accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
     summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted,
                "finished": sum(1 for n in nodes if n.finished), "network": stats.as_dict()}

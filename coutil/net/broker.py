@@ -128,6 +128,19 @@ class StaticPasswordAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
         return hmac.compare_digest(supplied, users[username].encode())
 
 
+class _UnknownAckFilter(logging.Filter):
+    """Drops amqtt's warnings about acknowledgements it no longer waits for.
+
+    amqtt re-delivers a QoS 1 message that a busy client has not acknowledged yet, then warns when
+    the acknowledgement of the first copy arrives ("Received PUBACK for unknown pending message
+    Id"). Duplicates are expected (the protocol de-duplicates); the warning is noise on a user's
+    terminal. Every other amqtt warning still gets through.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "for unknown pending" not in record.getMessage()
+
+
 class EmbeddedBroker:
     """An amqtt broker running inside the current asyncio loop (an async context manager)."""
 
@@ -162,6 +175,10 @@ class EmbeddedBroker:
             raise RuntimeError("embedded broker already started")
         # amqtt logs every connection at INFO; the broker's own chatter is not our trace.
         logging.getLogger("amqtt").setLevel(logging.WARNING)
+        # A logger's filters see only the records of that very logger, not of its children.
+        handler_logger = logging.getLogger("amqtt.mqtt.protocol.handler")
+        if not any(isinstance(f, _UnknownAckFilter) for f in handler_logger.filters):
+            handler_logger.addFilter(_UnknownAckFilter())
         logging.getLogger("transitions").setLevel(logging.WARNING)
         broker = Broker(self.config.amqtt_config(), loop=asyncio.get_running_loop())
         try:

@@ -322,39 +322,44 @@ class MemoryBus:
     def step(self) -> bool:
         """Process the next event; False when nothing is left to do."""
         while self._heap:
-            at, _, kind, index, data = heapq.heappop(self._heap)
-            self.now = max(self.now, at)
-            node = self._nodes[index]
-            if kind == _START:
-                self._update_subscriptions(index)
-                self._after_call(index, node.start(self.now))
-            elif kind == _DELIVER:
-                assert isinstance(data, tuple)
-                sender, topic, payload = data
-                reason = self._cut(index, self.now)
-                if reason is not None:
-                    self.dropped[reason] += 1
-                    continue
-                traffic = self.traffic[self._ids[index]]
-                traffic.received_messages += 1
-                traffic.received_bytes += len(payload)
-                if topic_class(topic) == "bulletin":
-                    traffic.bulletin_received_messages += 1
-                    traffic.bulletin_received_bytes += len(payload)
-                if self.deliveries is not None:
-                    sender_id = self._ids[sender] if sender >= 0 else "broker"
-                    receiver_id = self._ids[index]
-                    self.deliveries.append(Delivery(self.now, sender_id, receiver_id, topic, len(payload)))
-                self._after_call(index, node.receive(topic, payload, self.now))
-            else:
-                # A timer entry is stale when the node has re-armed it since; vanished nodes are dead.
-                if data != self._timer_at[index] or self.now >= self._vanish_at[index]:
-                    continue
-                self._timer_at[index] = None
-                self._after_call(index, node.on_timer(self.now))
-            self.processed += 1
-            return True
+            if self._step_top():
+                return True
         return False
+
+    def _step_top(self) -> bool:
+        """Pop the earliest heap entry and act on it; False when it was stale (dropped, superseded)."""
+        at, _, kind, index, data = heapq.heappop(self._heap)
+        self.now = max(self.now, at)
+        node = self._nodes[index]
+        if kind == _START:
+            self._update_subscriptions(index)
+            self._after_call(index, node.start(self.now))
+        elif kind == _DELIVER:
+            assert isinstance(data, tuple)
+            sender, topic, payload = data
+            reason = self._cut(index, self.now)
+            if reason is not None:
+                self.dropped[reason] += 1
+                return False
+            traffic = self.traffic[self._ids[index]]
+            traffic.received_messages += 1
+            traffic.received_bytes += len(payload)
+            if topic_class(topic) == "bulletin":
+                traffic.bulletin_received_messages += 1
+                traffic.bulletin_received_bytes += len(payload)
+            if self.deliveries is not None:
+                sender_id = self._ids[sender] if sender >= 0 else "broker"
+                receiver_id = self._ids[index]
+                self.deliveries.append(Delivery(self.now, sender_id, receiver_id, topic, len(payload)))
+            self._after_call(index, node.receive(topic, payload, self.now))
+        else:
+            # A timer entry is stale when the node has re-armed it since; vanished nodes are dead.
+            if data != self._timer_at[index] or self.now >= self._vanish_at[index]:
+                return False
+            self._timer_at[index] = None
+            self._after_call(index, node.on_timer(self.now))
+        self.processed += 1
+        return True
 
     def run_until(
         self,

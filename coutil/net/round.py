@@ -1,9 +1,10 @@
-"""Run one whole round over MQTT: a collector and N subjects in this process, one client each.
+"""Run one whole round over MQTT: a collector and N subjects in this process.
 
 This is what `coutil run` does. The nodes are the very same sans-IO state machines the in-memory
 simulation drives (`coutil.simulate.build_round_nodes`); only the transport differs. Without a
 broker URL an embedded amqtt broker is started on 127.0.0.1 (a free port) for the duration of the
-round, so nothing needs installing.
+round, so nothing needs installing. The collector has its own connection; the subjects share one
+multiplexed connection by default (`coutil.net.hosting`), or get one each.
 
 Outputs are those of `coutil simulate` (release.csv, manifest.json, audit.json, trace.jsonl,
 report.json): the trace holds event codes, counts and ids, never a confidential value.
@@ -20,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from coutil.net.broker import EmbeddedBroker
-from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, host_nodes
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
+from coutil.net.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.node import Event
+from coutil.protocol.node import Event, Node
 from coutil.sdc.dataset import Dataset
-from coutil.simulate import RoundReport, build_round_nodes, write_outputs
+from coutil.simulate import RoundReport, build_collector, build_round_nodes, write_outputs
 
 #: The collector phases reported to the progress callback, in round order.
 PHASES = ("registration", "sharing", "auditing")
@@ -37,6 +40,27 @@ PAST_PHASE: dict[str, frozenset[str]] = {
 }
 
 ProgressCallback = Callable[[str, float], None]
+
+#: The RoundConfig fields `local_swarm_timing` chooses.
+TIMING_FIELDS = ("step_timeout", "retry_interval", "audit_window")
+
+
+def local_swarm_timing(subjects: int) -> dict[str, float]:
+    """Protocol timing for ``subjects`` subjects hosted on this one machine (``coutil run``).
+
+    The defaults (20 s steps, 2 s re-sends, 60 s audit) suit subjects on their own devices. When
+    one machine hosts them all, every group's messages queue behind everyone else's: at 10^4
+    subjects a step of the shuffle waits tens of seconds for the CPU, a 20 s step timeout
+    excluded every member as silent, and 2 s re-sends multiplied the load (measured: the round
+    released nothing). So the step timeout grows by 12 ms per subject, the first re-send by 0.5 ms
+    and the audit window by 30 ms (at 10^4: 120 s, 5 s, 300 s). Timeouts only bound how long a
+    truly silent member is waited for; an honest swarm finishes long before them.
+    """
+    return {
+        "step_timeout": max(20.0, 0.012 * subjects),
+        "retry_interval": max(2.0, 0.0005 * subjects),
+        "audit_window": max(60.0, 0.03 * subjects),
+    }
 
 
 @dataclass
@@ -109,31 +133,70 @@ async def run_mqtt_round_async(
     out_dir: Path | None = None,
     progress: ProgressCallback | None = None,
     options: DriverOptions | None = None,
+    shared_connection: bool = True,
+    workers: int = 0,
 ) -> tuple[RoundReport, HostStats]:
-    """Run one round over ``broker`` (an embedded amqtt broker when None); see the module docstring."""
+    """Run one round over ``broker`` (an embedded amqtt broker when None); see the module docstring.
+
+    ``shared_connection``: the subjects share one multiplexed MQTT connection (the collector has its
+    own); False gives every subject her own connection, as deployed behind a per-subject ACL.
+    ``workers``: host the subjects in that many worker processes (`coutil.net.workers`), each
+    multiplexing its slice over one connection; 0 keeps them in this process.
+    """
     t0 = time.perf_counter()
-    built = build_round_nodes(data, config, seed=seed)
-    collector = built.collector
+    # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
+    if workers > 0:
+        collector = build_collector(config, seed=seed, fresh_round=True)
+        subjects: list[Any] = []
+        node_ids: list[str] = []
+    else:
+        built = build_round_nodes(data, config, seed=seed, fresh_round=True)
+        collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
     tracker = _Tracker(data.n, collector.client_id, keep_events=out_dir is not None)
     setup = time.perf_counter() - t0
     limit = timeout if timeout is not None else (
         config.register_window + config.audit_window + 60 * config.step_timeout
     )
-    nodes = [collector, *built.subjects]
+    nodes: list[Node | list[Node]] = [collector]
+    if shared_connection:
+        nodes.append(list(subjects))
+    else:
+        nodes.extend(subjects)
+    pool: WorkerPool | None = None
 
     async def watch() -> None:
         while True:
             await asyncio.sleep(0.2)
+            if pool is not None:
+                pool.poll(tracker.on_event)
             if progress is not None:
                 progress(tracker.phase, tracker.fraction_past())
 
     async def host(url: str | BrokerAddress) -> HostStats:
+        nonlocal pool
+        address = url if isinstance(url, BrokerAddress) else parse_broker_url(url)
+        if workers > 0:
+            pool = WorkerPool([
+                SubjectSlice(i, address, collector.public_key, config, data, rows, seed, limit,
+                             options if options is not None else DriverOptions())
+                for i, rows in enumerate(split_rows(data.n, workers))
+            ])
+            pool.start()
         watcher = asyncio.create_task(watch())
         try:
-            return await host_nodes(nodes, url, stop_when=lambda: bool(collector.finished), timeout=limit,
-                                    on_event=tracker.on_event, options=options)
+            stats = await host_nodes(nodes, address,
+                                     stop_when=lambda: bool(collector.finished) or (pool is not None and pool.failed),
+                                     timeout=limit,
+                                     on_event=tracker.on_event, options=options)
+            if pool is not None:
+                pool.stop()
+                await pool.wait(tracker.on_event, REPORT_GRACE_SECONDS)
+                pool.poll(tracker.on_event)
+            return stats
         finally:
             watcher.cancel()
+            if pool is not None:
+                pool.close()
 
     if broker is None:
         async with EmbeddedBroker() as embedded:
@@ -145,9 +208,13 @@ async def run_mqtt_round_async(
         progress(tracker.phase, tracker.fraction_past())
     outcome = collector.outcome()
     rejections: Counter[str] = Counter()
-    for node in nodes:
+    for node in [collector, *subjects]:
         for rejection in getattr(node, "rejections", ()):
             rejections[rejection.reason] += 1
+    if pool is not None:
+        rejections.update(pool.rejections())
+        stats = pool.merged_stats(stats)
+        node_ids = pool.node_ids()
     wall = dict(tracker.wall)
     wall["setup"] = setup
     wall["run"] = stats.elapsed
@@ -163,7 +230,7 @@ async def run_mqtt_round_async(
         dropped={"driver": stats.drops},
         vanished=[],
         subject_states={k: v for k, v in tracker.states.items() if v},
-        sids=built.node_ids,
+        sids=node_ids,
         node_events=dict(tracker.kinds),
     )
     if out_dir is not None:

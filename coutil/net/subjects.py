@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import aiomqtt
 
 from coutil.errors import InputError, NetworkError, RemoteProtocolError
-from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, host_nodes, parse_broker_url
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
 from coutil.protocol import codec, topics
 from coutil.protocol.messages import Announce
 from coutil.protocol.node import RandomSource, SystemRandom
@@ -81,7 +82,20 @@ def make_subjects(round_: AnnouncedRound, records: Sequence[tuple[Sequence[float
 
 
 async def host_subjects(nodes: Sequence[SubjectNode], broker: str | BrokerAddress, *, timeout: float,
-                        options: DriverOptions | None = None) -> HostStats:
-    """Host the subjects until each has finished (verdict acknowledged) or ``timeout`` passes."""
-    return await host_nodes(nodes, broker, stop_when=lambda: all(n.finished for n in nodes), timeout=timeout,
-                            options=options)
+                        options: DriverOptions | None = None, shared_connection: bool = False) -> HostStats:
+    """Host the subjects until each has finished (verdict acknowledged) or ``timeout`` passes.
+
+    One MQTT connection per subject (her sid as client id, so a broker ACL can confine her to her
+    own topics), or with ``shared_connection`` all of them multiplexed over one connection (no
+    per-subject ACL possible; a group message then crosses the socket once, not once per member).
+    """
+    entries: list[SubjectNode | list[SubjectNode]] = [list(nodes)] if shared_connection else list(nodes)
+    remaining = list(nodes)
+
+    def finished() -> bool:
+        # Finished nodes stay finished: drop them, so that the check does not rescan 10^4 nodes.
+        while remaining and remaining[-1].finished:
+            remaining.pop()
+        return not remaining and all(n.finished for n in nodes)
+
+    return await host_nodes(entries, broker, stop_when=finished, timeout=timeout, options=options)

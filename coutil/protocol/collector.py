@@ -175,7 +175,7 @@ class CollectorNode:
     def start(self, now: float, *, started_at: float | None = None) -> list[Outgoing]:
         """Announce the round. ``started_at`` (a restarted service resuming its round) keeps the
         original deadlines, so that the re-signed announce is byte-identical to the first one."""
-        self._now = now
+        self._now = self._resend.now = now
         c = self.config
         params = RoundParams(
             qi_names=c.qi,
@@ -202,7 +202,7 @@ class CollectorNode:
         return [self._announce_out]
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        self._now = now
+        self._now = self._resend.now = now
         out: list[Outgoing] = []
         try:
             decoded = self._decode_cache.decode(payload, self._limits)
@@ -216,7 +216,7 @@ class CollectorNode:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
             expected = (
                 topics.subject_up(self.round_id, message.sender)
-                if message.TAG in ("register", "verdict", "fetch")
+                if message.TAG in ("register", "verdict", "fetch", "reveal")
                 else topics.subject_group(self.round_id, message.sender)
             )
             if topic != expected:
@@ -228,14 +228,14 @@ class CollectorNode:
         return out
 
     def on_timer(self, now: float) -> list[Outgoing]:
-        self._now = now
+        self._now = self._resend.now = now
         out = self._resend.due(now)
         if self._deadline is not None and now >= self._deadline:
             self._deadline = None
             if self.state == "registration":
                 out.extend(self._close_registration(now))
             elif self.state == "auditing":
-                self._finish(now)
+                out.extend(self._finish(now))
         if self.state == "sharing":
             touched: list[GroupState] = []
             for label in self._group_timers.pop_due(now):
@@ -299,12 +299,12 @@ class CollectorNode:
         raise RemoteProtocolError("late", "registration after the deadline", ignore=True)
 
     def _close_registration(self, now: float) -> list[Outgoing]:
-        self._resend.cancel("announce")
+        self._resend.cancel("announce", acknowledged=False)
         n = len(self._registrations)
         if n < self.config.k:
             self._event("aborted", reason="too_few_subjects", registered=n)
             self._enter("aborted")
-            return []
+            return [self._withdraw_announce()]
         self._order = sorted(self._registrations)
         leaves = [merkle.roster_leaf(key, self._registrations[key].qi) for key in self._order]
         self._tree = merkle.MerkleTree(leaves)
@@ -354,12 +354,19 @@ class CollectorNode:
     # ------------------------------------------------------------------ shuffle coordination
     def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         message = group.new_run(self.round_id, self.public_key, excluded, now + self.config.step_timeout)
-        out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
-        group.data.relay.append(out.payload)
+        payload = self._sign(message)
+        # To each member's inbox: a member subscribes to the group's topic only when her assign
+        # arrives, which can be after this. On the group's topic too when someone was excluded: the
+        # excluded learn it there (they no longer get it in their inbox).
+        out: tuple[Outgoing, ...] = tuple(Outgoing(topics.inbox(self.round_id, member), payload)
+                                          for member in group.members)
+        if excluded:
+            out = (Outgoing(topics.group_control(self.round_id, group.label), payload), *out)
+        group.data.relay.append(payload)
         self._track(group)
         self._resend.arm(("shuffle_start", group.label), out, now)
         self._event("run_started", group=group.label, run=group.run, size=len(group.members))
-        return [out]
+        return list(out)
 
     def _on_group_message(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         label = self._group_of.get(message.sender)
@@ -478,7 +485,7 @@ class CollectorNode:
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         for key, reason in culprits:
             self._excluded[key] = reason
-            self._resend.cancel(("assign", key))
+            self._resend.cancel(("assign", key), acknowledged=False)
             self._event("excluded", group=group.label, reason=reason, sid=topics.sid_of(key))
         remaining = tuple(m for m in group.members if m not in dict(culprits))
         group.set_members(remaining, self._index_of)
@@ -510,8 +517,8 @@ class CollectorNode:
         self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float
     ) -> list[Outgoing]:
         """Tell a dissolved group's members (final ShuffleStart without them) and stop re-sending for it."""
-        self._resend.cancel(("shuffle_start", group.label))
-        self._resend.cancel(("reveal_open", group.label))
+        self._resend.cancel(("shuffle_start", group.label), acknowledged=False)
+        self._resend.cancel(("reveal_open", group.label), acknowledged=False)
         message = group.closing_message(self.round_id, self.public_key, excluded, now)
         return [Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))]
 
@@ -565,14 +572,20 @@ class CollectorNode:
         out = [Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))]
         self._awaiting_verdicts.discard(message.sender)
         if self.state == "auditing" and not self._awaiting_verdicts:
-            self._finish(now)
+            out.extend(self._finish(now))
         return out
 
-    def _finish(self, now: float) -> None:
+    def _finish(self, now: float) -> list[Outgoing]:
         self._deadline = None
         self._enter("done")
         accepted = sum(1 for v in self._verdicts.values() if v.accept)
         self._event("round_done", verdicts=len(self._verdicts), accepted=accepted)
+        return [self._withdraw_announce()]
+
+    def _withdraw_announce(self) -> Outgoing:
+        """Clear the retained announce (MQTT: an empty retained message), so that nobody who connects
+        later takes this finished round for an open one."""
+        return Outgoing(topics.ANNOUNCE, b"", retain=True)
 
     def _on_fetch(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         assert isinstance(message, Fetch)

@@ -199,7 +199,7 @@ class GroupState:
         """Open every item of the final batch: inner sealing with all revealed secrets, then our layer."""
         final = self.final_batch
         assert final is not None
-        secrets = [self.data.reveals[m] for m in self.members]
+        secrets = [crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members]
         records: list[tuple[float, ...]] = []
         aad_inner = inner_aad(round_id, self.label, self.run)
         aad_record = collector_aad(round_id)

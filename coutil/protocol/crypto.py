@@ -11,6 +11,7 @@ plaintexts give equal-size ciphertexts at every step of a shuffle, so sizes link
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -83,10 +84,22 @@ def verify(public: bytes, data: bytes, signature: bytes) -> bool:
     if len(public) != KEY_BYTES or len(signature) != SIGNATURE_BYTES:
         return False
     try:
-        Ed25519PublicKey.from_public_bytes(public).verify(signature, data)
+        _ed25519_public(bytes(public)).verify(signature, data)
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+# A subject signs about a dozen messages per round and every member's run keys are used by every
+# member: parsing a public key costs a tenth of what using it does, so the parsed keys are kept.
+@functools.lru_cache(maxsize=1 << 16)
+def _ed25519_public(public: bytes) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(public)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _x25519_public(public: bytes) -> X25519PublicKey:
+    return X25519PublicKey.from_public_bytes(public)
 
 
 class KxKey:
@@ -112,7 +125,7 @@ class KxKey:
         """X25519 shared secret; CryptoError for a malformed or low-order peer key (all-zero output)."""
         peer = _check_key_bytes(peer_public, "an X25519 public key")
         try:
-            return self._key.exchange(X25519PublicKey.from_public_bytes(peer))
+            return self._key.exchange(_x25519_public(bytes(peer)))
         except ValueError as exc:
             raise CryptoError(f"X25519 key agreement failed: {exc}") from None
 
@@ -173,13 +186,16 @@ def seal_to_all(publics: Sequence[bytes], plaintext: bytes, aad: bytes, rng: Ran
     return eph.public + _encrypt(key, plaintext, aad)
 
 
-def open_with_all(secrets: Sequence[bytes], sealed: bytes, aad: bytes) -> bytes:
-    """Open a `seal_to_all` ciphertext with every recipient's secret, in the sealing order."""
+def open_with_all(secrets: Sequence[bytes | KxKey], sealed: bytes, aad: bytes) -> bytes:
+    """Open a `seal_to_all` ciphertext with every recipient's secret (or key), in the sealing order.
+
+    A caller opening many items with the same recipients passes `KxKey`s, built once.
+    """
     if not secrets:
         raise CryptoError("open_with_all needs at least one secret")
     if len(sealed) < SEAL_OVERHEAD:
         raise CryptoError("sealed message too short")
-    keys = [KxKey.from_secret(s) for s in secrets]
+    keys = [s if isinstance(s, KxKey) else KxKey.from_secret(s) for s in secrets]
     eph_public = bytes(sealed[:KEY_BYTES])
     key = _seal_all_key([k.exchange(eph_public) for k in keys], eph_public, [k.public for k in keys])
     return _decrypt(key, bytes(sealed[KEY_BYTES:]), aad)

@@ -4,6 +4,13 @@ MQTT QoS 1 only means "reached the broker"; brokers drop messages when queues ov
 protocol message that someone waits for is therefore re-sent, with exponential backoff, until
 the sender observes the evidence that it was consumed (an ack, or the next protocol step).
 Receivers de-duplicate, so re-sending is always safe.
+
+The first re-send waits for the *retransmission timeout* (RTO), estimated as TCP does (RFC 6298:
+smoothed round trip plus four times its variation, from how long the node's earlier messages
+took to be acknowledged), never below the configured base interval nor above the cap. On an idle
+network the RTO is the base interval. When one machine hosts thousands of subjects, an answer
+takes seconds to come back because the CPU is busy; re-sending every 2 s then multiplied the
+load (at 2,000 subjects, 20 duplicate deliveries per subject), and the RTO grows instead.
 """
 
 from __future__ import annotations
@@ -19,10 +26,16 @@ from coutil.protocol.schedule import TimerHeap
 MAX_BACKOFF_FACTOR = 8.0
 
 
+#: RFC 6298 smoothing gains.
+RTT_ALPHA = 0.125
+RTT_BETA = 0.25
+
+
 @dataclass
 class _Pending:
     messages: tuple[Outgoing, ...]
     interval: float
+    armed_at: float
 
 
 class Resender:
@@ -37,6 +50,10 @@ class Resender:
         self._cap = base_interval * MAX_BACKOFF_FACTOR
         self._pending: dict[object, _Pending] = {}
         self._timers: TimerHeap[object] = TimerHeap()
+        #: The node's clock as of its latest call (nodes set it; acknowledgements are timed with it).
+        self.now = 0.0
+        self._srtt: float | None = None
+        self._rttvar = 0.0
         if max_interval is not None:
             self.limit_interval(max_interval)
 
@@ -48,20 +65,41 @@ class Resender:
         """
         self._cap = max(self._base, min(self._base * MAX_BACKOFF_FACTOR, max_interval))
 
+    @property
+    def timeout(self) -> float:
+        """The current retransmission timeout: the wait before a message's first re-send."""
+        if self._srtt is None:
+            return self._base
+        return min(self._cap, max(self._base, self._srtt + 4.0 * self._rttvar))
+
     def arm(self, key: object, messages: Outgoing | tuple[Outgoing, ...], now: float) -> None:
         """Start (or restart) re-sending ``messages`` until `cancel(key)`."""
         msgs = messages if isinstance(messages, tuple) else (messages,)
-        self._pending[key] = _Pending(msgs, self._base)
-        self._timers.set(key, now + self._base)
+        interval = self.timeout
+        self._pending[key] = _Pending(msgs, interval, now)
+        self._timers.set(key, now + interval)
 
-    def cancel(self, key: object) -> None:
-        if self._pending.pop(key, None) is not None:
-            self._timers.discard(key)
+    def cancel(self, key: object, *, acknowledged: bool = True) -> None:
+        """Stop re-sending ``key``'s messages. ``acknowledged``: the evidence that they were consumed
+        arrived (the time since `arm` is a round-trip sample); False for any other reason to stop."""
+        entry = self._pending.pop(key, None)
+        if entry is None:
+            return
+        self._timers.discard(key)
+        if acknowledged and self.now >= entry.armed_at:
+            self._observe(self.now - entry.armed_at)
+
+    def _observe(self, sample: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = sample, sample / 2.0
+        else:
+            self._rttvar = (1.0 - RTT_BETA) * self._rttvar + RTT_BETA * abs(self._srtt - sample)
+            self._srtt = (1.0 - RTT_ALPHA) * self._srtt + RTT_ALPHA * sample
 
     def cancel_where(self, predicate: Callable[[object], bool]) -> None:
-        """Cancel every key for which ``predicate(key)`` is true."""
+        """Cancel every key for which ``predicate(key)`` is true (not acknowledgements)."""
         for key in [k for k in self._pending if predicate(k)]:
-            self.cancel(key)
+            self.cancel(key, acknowledged=False)
 
     def clear(self) -> None:
         self._pending.clear()

@@ -61,7 +61,6 @@ TRANSITIONS: dict[str, dict[str, str]] = {
         "batch": "_on_batch",
         "vote": "_on_vote",
         "reveal_open": "_on_reveal_open",
-        "reveal": "_on_reveal",
         "blame": "_on_blame",
         "group_done": "_on_group_done",
         "release": "_on_release",
@@ -127,6 +126,7 @@ class SubjectNode:
         self._confidential = tuple(float(v) for v in confidential)
         self._rng = rng
         self._caches = caches if caches is not None else SharedCaches()
+        self._caches.expect(self._qi + self._confidential)
         self._limits = limits if limits is not None else codec.Limits()
         self._identity = crypto.SigningKey.generate(rng)
         self.public_key = self._identity.public
@@ -154,6 +154,9 @@ class SubjectNode:
         self._verdict_digest: bytes | None = None
         self._release_wait_until: float | None = None
         self._now = 0.0
+        self._subscriptions_key: object = None
+        self._subscriptions: frozenset[str] = frozenset()
+        self._member_topics: dict[bytes, str] = {}
 
     # ------------------------------------------------------------------ Node interface
     @property
@@ -161,6 +164,14 @@ class SubjectNode:
         return self.state in ("done", "incompatible")
 
     def subscriptions(self) -> frozenset[str]:
+        # Drivers ask after every call: recomputed only when what it depends on changed.
+        key = (self.state, self._round_id, self._group, self._members)
+        if key != self._subscriptions_key:
+            self._subscriptions_key = key
+            self._subscriptions = self._compute_subscriptions()
+        return self._subscriptions
+
+    def _compute_subscriptions(self) -> frozenset[str]:
         # The announce topic only while waiting for a round: the collector re-publishes the announce
         # during registration, which subjects already registered need not hear again.
         subs = {topics.ANNOUNCE} if self.state == "await_announce" else set()
@@ -171,11 +182,19 @@ class SubjectNode:
                 subs.add(topics.group_control(rid, self._group))
                 for member in self._members:
                     if member != self.public_key:
-                        subs.add(topics.subject_group(rid, member))
+                        subs.add(self._member_topic(member))
         return frozenset(subs)
 
+    def _member_topic(self, member: bytes) -> str:
+        """A member's own group topic (memoized: checked on every group message)."""
+        topic = self._member_topics.get(member)
+        if topic is None:
+            assert self._round_id is not None
+            topic = self._member_topics[member] = topics.subject_group(self._round_id, member)
+        return topic
+
     def start(self, now: float) -> list[Outgoing]:
-        self._now = now
+        self._now = self._resend.now = now
         return []
 
     def next_timer(self) -> float | None:
@@ -183,7 +202,7 @@ class SubjectNode:
         return min(candidates) if candidates else None
 
     def on_timer(self, now: float) -> list[Outgoing]:
-        self._now = now
+        self._now = self._resend.now = now
         out = self._resend.due(now)
         if self._release_wait_until is not None and now >= self._release_wait_until:
             # The release (retained) did not arrive: ask the collector for it, and keep asking.
@@ -196,7 +215,11 @@ class SubjectNode:
         return events
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        self._now = now
+        self._now = self._resend.now = now
+        if not payload and topic == topics.ANNOUNCE:
+            # The collector withdrew its announce (the round is over): nothing to join.
+            self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
+            return []
         try:
             # Decoding and verifying is a pure function of the bytes: the nodes of one process share it.
             decoded = self._caches.decode(payload, self._limits)
@@ -230,7 +253,7 @@ class SubjectNode:
             # Subject messages must come from a current group member, on that member's own topic.
             if message.sender not in self._members:
                 raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
-            if self._round_id is not None and topic != topics.subject_group(self._round_id, message.sender) \
+            if self._round_id is not None and topic != self._member_topic(message.sender) \
                     and not self._is_relay_topic(topic):
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
         if self._round_id is not None and message.round_id != self._round_id:
@@ -441,11 +464,6 @@ class SubjectNode:
         run.reveal_open = True
         return self._advance(now)
 
-    def _on_reveal(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Reveal)
-        self._current_run(message.group, message.run)
-        return []  # members need not open anything: only the collector holds the innermost key
-
     def _on_blame(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
         assert isinstance(message, Blame)
         run = self._current_run(message.group, message.run)
@@ -531,7 +549,9 @@ class SubjectNode:
             and all(v.go and v.final_digest == run.final_digest for v in run.votes.values())
         ):
             run.revealed = True
-            msg = self._publish_group(Reveal(rid, me, group, run.number, run.inner.secret))
+            # To the collector alone (her up topic): only it opens anything, and no member needs it.
+            msg = Outgoing(topics.subject_up(rid, me),
+                           codec.encode(Reveal(rid, me, group, run.number, run.inner.secret), self._identity))
             self._resend.cancel(("vote", run.number))
             self._resend.arm(("reveal", run.number), msg, now)
             out.append(msg)

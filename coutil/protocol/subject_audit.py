@@ -53,18 +53,51 @@ class SubjectVerdict:
 
 class SharedCaches:
     """Memoizes pure functions of received bytes, shared by the subjects one process hosts: message
-    decoding (`codec.DecodeCache`) and the release's rank index and null distribution."""
+    decoding (`codec.DecodeCache`), the release's rank index and null distribution, and the hosted
+    subjects' permutation distances and variances in it.
+
+    A subject's d and v are a pure function of the release and her record. Computed one record at a
+    time they cost about a millisecond each, nearly all of it fixed overhead; so the subjects of a
+    process register their records (`expect`) and the first audit of a release computes everyone's
+    at once (at 10^4 subjects: a fifth of a second instead of ten). The records never leave the
+    process, and each subject still gets exactly what she would have computed alone.
+    """
 
     def __init__(self, capacity: int = 4, decode_cache: codec.DecodeCache | None = None) -> None:
         self.decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache()
         self._views: OrderedDict[bytes, ReleaseView] = OrderedDict()
         self._capacity = capacity
+        self._expected: dict[tuple[float, ...], None] = {}
+        #: release view key -> record -> (d, v)
+        self._audits: dict[bytes, dict[tuple[float, ...], tuple[int, tuple[float, ...]]]] = {}
+
+    def expect(self, record: tuple[float, ...]) -> None:
+        """A hosted subject's whole record (QIs then confidential values), audited in a batch."""
+        self._expected[record] = None
+
+    def distance_and_variances(self, view_key: bytes, view: ReleaseView,
+                               record: tuple[float, ...]) -> tuple[int, tuple[float, ...]]:
+        """Her permutation distance d in the release and the variances v at d (see `audit_release`)."""
+        batch = self._audits.get(view_key)
+        if batch is None:
+            width = view.rows.shape[1]
+            records = [r for r in self._expected if len(r) == width]
+            batch = dict(zip(records, _distances_and_variances(view, records), strict=True)) if records else {}
+            self._audits = {view_key: batch}  # one release at a time
+        hit = batch.get(record)
+        if hit is None:
+            hit = _distances_and_variances(view, [record])[0]
+        return hit
 
     def decode(self, payload: bytes, limits: codec.Limits) -> codec.Decoded:
         return self.decode_cache.decode(payload, limits)
 
+    @staticmethod
+    def view_key(digest: bytes, random_records: int, n_qi: int) -> bytes:
+        return digest + random_records.to_bytes(8, "big") + n_qi.to_bytes(4, "big")
+
     def release_view(self, release: Release, digest: bytes, random_records: int, n_qi: int) -> ReleaseView:
-        key = digest + random_records.to_bytes(8, "big") + n_qi.to_bytes(4, "big")
+        key = self.view_key(digest, random_records, n_qi)
         hit = self._views.get(key)
         if hit is not None:
             return hit
@@ -73,6 +106,17 @@ class SharedCaches:
         while len(self._views) > self._capacity:
             self._views.popitem(last=False)
         return view
+
+
+def _distances_and_variances(view: ReleaseView,
+                             records: list[tuple[float, ...]]) -> list[tuple[int, tuple[float, ...]]]:
+    """(d, v) of each record in the release: one vectorized query for all of them."""
+    index = view.index
+    matrix = np.asarray(records, dtype=np.float64).reshape(len(records), -1)
+    lo, hi = index.star(matrix)  # type: ignore[attr-defined]
+    distances = np.asarray(index.nearest(lo, hi, want_ties=False).distance, dtype=np.int64)  # type: ignore[attr-defined]
+    variances = index.window_variance(lo, hi, distances)  # type: ignore[attr-defined]
+    return [(int(d), tuple(float(v) for v in row)) for d, row in zip(distances, variances, strict=True)]
 
 
 def release_matrix(release: Release) -> NDArray[np.float64]:
@@ -139,11 +183,8 @@ def audit_release(
     if mine is not None:
         conf = np.asarray(confidential, dtype=np.float64)
         included = bool(np.any(np.all(rows[mine, n_qi:] == conf, axis=1)))
-    record = np.asarray(qi + confidential, dtype=np.float64).reshape(1, -1)
-    index = view.index
-    lo, hi = index.star(record)  # type: ignore[attr-defined]
-    distance = int(index.nearest(lo, hi, want_ties=False).distance[0])  # type: ignore[attr-defined]
-    variances = index.window_variance(lo, hi, [distance])[0]  # type: ignore[attr-defined]
+    key = SharedCaches.view_key(digest, params.random_records, n_qi)
+    distance, variances = caches.distance_and_variances(key, view, qi + confidential)
     null = view.null_distances
     p_value = float(np.searchsorted(null, distance, side="right") / null.size) if null.size else 1.0
     plausible = p_value >= params.alpha
@@ -155,5 +196,4 @@ def audit_release(
         reason = "distance_below_promise"
     else:
         reason = "ok"
-    return SubjectVerdict(reason == "ok", reason, included, k_anonymous, distance, p_value, plausible,
-                          tuple(float(v) for v in variances))
+    return SubjectVerdict(reason == "ok", reason, included, k_anonymous, distance, p_value, plausible, variances)

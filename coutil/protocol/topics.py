@@ -37,8 +37,12 @@ def release(round_id: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/c/release"
 
 
+#: What marks a subject's inbox topic (``coutil/v1/<round>/c/to/<sid>``).
+INBOX_MARK = "/c/to/"
+
+
 def inbox(round_id: bytes, subject_key: bytes) -> str:
-    return f"{PREFIX}/{round_hex(round_id)}/c/to/{sid_of(subject_key)}"
+    return f"{PREFIX}/{round_hex(round_id)}{INBOX_MARK}{sid_of(subject_key)}"
 
 
 def group_control(round_id: bytes, group: int) -> str:

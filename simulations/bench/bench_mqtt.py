@@ -10,7 +10,7 @@ Topology (the shape of a protocol round): one *hub* node (the collector's role) 
 ``bench/+/up`` and acknowledges every request on the sender's inbox ``bench/<id>/to``; N *client*
 nodes (one MQTT connection each, as subjects are hosted) send ``--requests`` requests one after
 another, each re-sent every 2 s until acknowledged. Everything runs in this one process through
-`coutil.net.mqtt.host_nodes`, with the embedded broker sharing the process and its event loop
+`coutil.net.hosting.host_nodes`, with the embedded broker sharing the process and its event loop
 (as ``coutil run`` does) and mosquitto in its own process (started here on a free port; skipped
 with a message when the binary is missing).
 
@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from coutil.net.broker import EmbeddedBroker
-from coutil.net.mqtt import DriverOptions, host_nodes
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import DriverOptions
 from coutil.protocol.node import Event, Outgoing
 
 RESULTS = Path(__file__).parent / "results" / "bench_mqtt.json"

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from typing import Any
 
 import aiomqtt
 import pytest
 
 from coutil.errors import ExitCode, InputError, NetworkError
 from coutil.net.broker import EmbeddedBroker, EmbeddedBrokerConfig
-from coutil.net.mqtt import DriverOptions, HostStats, host_nodes
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import DriverOptions, HostStats
 from coutil.protocol.node import Event, Outgoing
 from tests.net.helpers import PingNode, PongNode, free_port
 
@@ -87,8 +90,10 @@ def test_oversized_payloads_are_dropped_by_the_driver() -> None:
     traffic = stats.per_node[pong.client_id]
     assert received == [b"pong:1"]  # the 100-byte retained hello never reached the broker
     assert pong.pings_seen == traffic.received_messages >= 1
-    # One dropped outgoing hello plus at least one dropped 55-byte ping per small ping delivered.
-    assert traffic.drops >= 1 + pong.pings_seen
+    # The node's one dropped outgoing hello; on its connection, at least one dropped 55-byte ping per
+    # small ping delivered.
+    assert traffic.drops == 1 and stats.wire[pong.client_id].drops >= pong.pings_seen
+    assert stats.drops == traffic.drops + stats.wire[pong.client_id].drops
     assert stats.stopped_by == "timeout"
 
 
@@ -151,3 +156,41 @@ def test_port_in_use_is_a_network_error() -> None:
                 await EmbeddedBroker(EmbeddedBrokerConfig(port=first.port)).start()
 
     asyncio.run(main())
+
+
+def test_amqtt_warnings_about_stale_acknowledgements_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """amqtt's "PUBACK for unknown pending message" is noise (duplicates are expected); others are not."""
+
+    async def main() -> None:
+        async with EmbeddedBroker():
+            handler_log = logging.getLogger("amqtt.mqtt.protocol.handler")
+            handler_log.warning("Received PUBACK for unknown pending message Id: '7'")
+            handler_log.warning("Something else went wrong")
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("amqtt")]
+    assert "Something else went wrong" in messages
+    assert not any("unknown pending" in m for m in messages)
+
+
+class _BuggyPong(PongNode):
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        raise RuntimeError("bug in a node")
+
+
+@pytest.mark.parametrize("multiplexed", [False, True])
+def test_an_exception_raised_by_a_node_ends_hosting_with_that_exception(multiplexed: bool) -> None:
+    """A node's bug propagates out of `host_nodes` promptly; it is not taken for a lost connection."""
+    pong = _BuggyPong("buggy")
+    ping = PingNode("buggy", "p0", 3)
+
+    async def main() -> None:
+        async with EmbeddedBroker() as broker:
+            nodes: list[Any] = [[pong, ping]] if multiplexed else [pong, ping]
+            await host_nodes(nodes, broker.url, stop_when=lambda: ping.finished, timeout=30)
+
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="bug in a node"):
+        asyncio.run(main())
+    assert time.monotonic() - began < 15

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from coutil.errors import InputError
-from coutil.net.mqtt import DriverOptions, HostStats, client_id_of, host_nodes, parse_broker_url
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import DriverOptions, HostStats, client_id_of, parse_broker_url
 from tests.net.helpers import Mosquitto, PingNode, PongNode
 
 

@@ -93,3 +93,54 @@ def test_run_bad_inputs_exit_2_or_6(tmp_path: Path) -> None:
                      "--out", str(tmp_path / "d"), timeout=120)
     assert nobody.returncode == 6, nobody.stderr
     assert "Traceback" not in nobody.stderr
+
+
+def test_local_round_timing_grows_with_the_swarm_unless_the_config_file_fixes_it(tmp_path: Path) -> None:
+    from coutil.cli.net_commands import build_config, local_round_config
+    from coutil.net.round import local_swarm_timing
+
+    small, large = local_swarm_timing(200), local_swarm_timing(10_000)
+    assert small == {"step_timeout": 20.0, "retry_interval": 2.0, "audit_window": 60.0}  # the defaults
+    assert large == {"step_timeout": 120.0, "retry_interval": 5.0, "audit_window": 300.0}
+    config = local_round_config(build_config(None, None, None, None, {}), None, 10_000)
+    assert (config.step_timeout, config.retry_interval, config.audit_window) == (120.0, 5.0, 300.0)
+    assert config.expected_subjects == 10_000
+    toml = tmp_path / "round.toml"
+    toml.write_text("[round]\nqi = ['age']\nconfidential = ['income']\nstep_timeout = 30.0\nexpected_subjects = 7\n")
+    fixed = local_round_config(build_config(toml, None, None, None, {}), toml, 10_000)
+    assert fixed.step_timeout == 30.0 and fixed.retry_interval == 5.0 and fixed.expected_subjects == 7
+
+
+def test_run_with_subject_worker_processes(tmp_path: Path) -> None:
+    """Subjects in two worker processes: the same release (same groups, same records) as MDAV, every
+    verdict an accept, the trace and traffic of every subject present."""
+    out = tmp_path / "run"
+    result = _coutil("run", "--subjects", "24", "--k", "4", "--workers", "2", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["completed"] is True and summary["workers"] == 2
+    assert summary["subject_states"] == {"done": 24}
+    assert summary["traffic_per_subject"]["sent_messages"]["mean"] >= 7  # register, keys, submit, ...
+    _check_outputs(out, 24, 4)
+    trace_nodes = {json.loads(line)["node"] for line in (out / "trace.jsonl").read_text().splitlines()}
+    assert len(trace_nodes) == 25  # the collector and every subject
+
+
+def test_worker_slices_build_the_same_subjects() -> None:
+    from coutil.net.workers import split_rows
+    from coutil.protocol.config import RoundConfig
+    from coutil.simulate import build_round_nodes, build_subject_nodes, synthetic_dataset
+
+    assert split_rows(10, 3) == [(0, 1, 2), (3, 4, 5, 6), (7, 8, 9)]
+    for n, workers in ((2, 3), (7, 2), (10_001, 4)):
+        slices = split_rows(n, workers)
+        sizes = [len(rows) for rows in slices]
+        assert [i for rows in slices for i in rows] == list(range(n)) and max(sizes) - min(sizes) <= 1
+    config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=3)
+    data = synthetic_dataset(12, config, 5)
+    whole = build_round_nodes(data, config, seed=5)
+    pieces = [build_subject_nodes(data, config, whole.collector.public_key, seed=5, rows=rows)
+              for rows in split_rows(data.n, 3)]
+    assert [key for nodes, _ in pieces for key in (n.public_key for n in nodes)] == \
+        [n.public_key for n in whole.subjects]
+    assert [i for _, ids in pieces for i in ids] == whole.node_ids

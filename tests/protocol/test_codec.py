@@ -212,3 +212,42 @@ def test_encode_coerces_numeric_types() -> None:
     decoded = codec.decode(codec.encode(message, KEY)).message
     assert isinstance(decoded, Register) and decoded.qi == (1.0, 2.5)
     assert all(type(v) is float for v in decoded.qi)
+
+
+def test_decode_cache_verifies_each_envelope_once_even_after_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoded-message LRU can drop a message before its last receiver asks (thousands of groups
+    step at once); the memo of verified envelopes keeps the signature from being checked again."""
+    calls: list[bytes] = []
+    real_verify = crypto.verify
+
+    def counting(public: bytes, data: bytes, signature: bytes) -> bool:
+        calls.append(signature)
+        return real_verify(public, data, signature)
+
+    monkeypatch.setattr(crypto, "verify", counting)
+    round_id = bytes(16)
+    first = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-1"), KEY)
+    second = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-2"), KEY)
+    cache = codec.DecodeCache(capacity=1)
+    limits = codec.Limits()
+    for data in (first, second, first, second, first):  # each decode evicts the other message
+        assert cache.decode(data, limits).envelope == data
+    assert len(calls) == 2
+
+
+def test_verified_envelopes_never_excuse_a_different_signature() -> None:
+    """Same payload, forged signature: a different envelope, verified (and rejected) on its own."""
+    round_id = bytes(16)
+    genuine = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion"), KEY)
+    payload = codec.decode(genuine).payload
+    forged = msgpack.packb([codec.PROTOCOL_VERSION, payload, bytes(64)], use_bin_type=True)
+    cache = codec.DecodeCache()
+    limits = codec.Limits()
+    cache.decode(genuine, limits)
+    with pytest.raises(RemoteProtocolError, match="bad_signature"):
+        cache.decode(forged, limits)
+    verified = codec.VerifiedEnvelopes(capacity=2)
+    for data in (genuine, genuine):
+        codec.decode(data, limits, verified)
+    with pytest.raises(RemoteProtocolError, match="bad_signature"):
+        codec.decode(forged, limits, verified)

@@ -251,6 +251,7 @@ def test_simulation_files_load() -> None:
     assert faults.network.loss == 0.10 and faults.faults.vanish_fraction == 0.05
     census = load_simulation(CONFIGS / "census.toml", subjects_override=100)
     assert census.csv is not None and census.rows == 100
+    assert census.dataset(1).n == 100  # the CSV path (relative to the file) resolves inside the repository
     # Synthetic data is a function of the seed.
     assert np.array_equal(small.dataset(1).values, small.dataset(1).values)
     assert not np.array_equal(small.dataset(1).values, small.dataset(2).values)
@@ -292,3 +293,41 @@ def test_each_subject_audits_the_release_like_the_reference_audit() -> None:
         # The announced alpha is the one applied: plausible exactly when p >= 0.2.
         assert audit.plausible == (audit.p_value >= 0.2)
         assert audit.included and audit.accept
+
+
+def test_a_round_spread_over_shard_processes_releases_what_one_process_releases() -> None:
+    """Two shards (`coutil.net.shards`): the same release (same keys, groups and records), every
+    verdict an accept, every subject counted once; with loss and vanishing subjects too."""
+    config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=4, random_records=100)
+    data = synthetic_dataset(90, config, 3)
+    single = run_memory_round(data, config, seed=3)
+    sharded = run_memory_round(data, config, seed=3, shards=2)
+    assert sharded.completed and sharded.sids == single.sids
+    assert np.array_equal(sharded.outcome.rows, single.outcome.rows)
+    assert sharded.summary()["accepted"] == 90 and sum(sharded.subject_states.values()) == 90
+    assert sharded.traffic["sent_messages"]["mean"] >= 7
+    with pytest.raises(ValueError, match="one process"):
+        run_memory_round(data, config, seed=3, shards=2, record_publications=True)
+    faulty = run_memory_round(data, config, seed=3, shards=2, network=NetworkModel(loss=0.1),
+                              faults=FaultPlan(vanish_fraction=0.05))
+    assert faulty.completed and faulty.dropped["loss"] > 0 and len(faulty.vanished) == 4
+    conf = data.select(list(config.confidential)).values
+    excluded = {str(e["sid"]) for e in faulty.outcome.excluded}
+    assert not excluded - {faulty.sids[i] for i in faulty.vanished}  # only vanished subjects excluded
+    released = Counter(tuple(r) for r in faulty.outcome.rows[:, len(config.qi):].tolist())
+    assert released == Counter(tuple(conf[i].tolist()) for i, sid in enumerate(faulty.sids) if sid not in excluded)
+
+
+def test_shard_rows_cover_every_row_once_and_spare_the_collectors_shard() -> None:
+    from coutil.net.shards import COLLECTOR_SHARE, shard_rows
+
+    for n, shards in ((10_000, 2), (10, 2), (1, 2), (100, 3), (7, 1), (0, 2)):
+        slices = shard_rows(n, shards)
+        assert len(slices) == shards and [i for rows in slices for i in rows] == list(range(n))
+        if shards > 1 and n >= 100:
+            others = [len(rows) for rows in slices[1:]]
+            assert max(others) - min(others) <= 1 and len(slices[0]) < min(others)
+            # Shard 0's subjects plus the collector (worth COLLECTOR_SHARE of all subjects) ~ one shard.
+            assert abs(len(slices[0]) + COLLECTOR_SHARE * n - others[0]) <= 0.02 * n
+    with pytest.raises(ValueError):
+        shard_rows(5, 0)

@@ -63,3 +63,34 @@ def test_resender_backs_off_caps_and_cancels() -> None:
     assert not resender.pending("b") and resender.pending("a")
     resender.cancel_where(lambda key: key == "a")
     assert resender.next_due() is None and resender.due(100.0) == []
+
+
+def test_retransmission_timeout_follows_acknowledgement_times() -> None:
+    """RFC 6298: slow acknowledgements lengthen the wait before a first re-send, within [base, cap];
+    stopping for another reason (acknowledged=False, cancel_where, clear) teaches nothing."""
+    resender = Resender(2.0, max_interval=10.0)
+    message = Outgoing("t", b"x")
+    assert resender.timeout == 2.0  # no sample yet: the base interval
+    resender.arm("slow", message, 0.0)
+    resender.now = 3.0
+    resender.cancel("slow")  # acknowledged after 3 s: SRTT 3, RTTVAR 1.5 -> RTO 3 + 6 = 9
+    assert resender.timeout == 9.0
+    resender.arm("next", message, 3.0)
+    assert resender.next_due() == 12.0  # its first re-send waits the RTO
+    resender.now = 40.0
+    resender.cancel("next", acknowledged=False)  # an exclusion, not an answer: no sample
+    assert resender.timeout == 9.0
+    resender.arm("x", message, 40.0)
+    resender.cancel_where(lambda key: key == "x")
+    assert resender.timeout == 9.0
+    for i in range(40):  # fast answers pull it back to the base
+        start = 50.0 + i
+        resender.arm("fast", message, start)
+        resender.now = start + 0.05
+        resender.cancel("fast")
+    assert 2.0 <= resender.timeout < 3.0
+    capped = Resender(2.0, max_interval=5.0)
+    capped.arm("huge", message, 0.0)
+    capped.now = 100.0
+    capped.cancel("huge")
+    assert capped.timeout == 5.0  # never beyond the cap (a quarter of the step timeout in the nodes)

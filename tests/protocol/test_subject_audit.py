@@ -57,3 +57,29 @@ def test_distance_below_the_promise_is_a_complaint() -> None:
     strict = RoundParams(("a", "b"), ("c",), 2, "mdav", 0.0, 1.0, 1.0, bytes(32), 4, 200, 0.05)
     verdict = _audit(_release(GOOD, (2, 3)), params=strict)
     assert verdict.reason == "distance_below_promise" and verdict.permutation_distance < 4  # type: ignore[attr-defined]
+
+
+def test_batched_audits_equal_audits_one_at_a_time() -> None:
+    """Subjects of one process register their records and get d and v from one batch: the very
+    values each would have computed alone (on a tie-heavy release, and for a record never expected)."""
+    rng = np.random.default_rng(11)
+    n_groups, size = 40, 3
+    qi = np.repeat(np.round(rng.normal(size=(n_groups, 2)), 1), size, axis=0)
+    conf = np.round(rng.normal(size=(n_groups * size, 1)) * 3)  # many ties
+    release = _release(np.hstack([qi, conf]).tolist(), (size,) * n_groups)
+    records = [(float(qi[i, 0]) + 0.05, float(qi[i, 1]), float(conf[i, 0])) for i in range(0, n_groups * size, 7)]
+    digest = bytes(range(32))
+    shared = SharedCaches()
+    for record in records:
+        shared.expect(record)
+    for i, record in enumerate(records):
+        group = (i * 7) // size
+        alone = audit_release(release, digest, qi=record[:2], confidential=record[2:], group=group,
+                              params=PARAMS, caches=SharedCaches())
+        batched = audit_release(release, digest, qi=record[:2], confidential=record[2:], group=group,
+                                params=PARAMS, caches=shared)
+        assert batched == alone
+    stranger = audit_release(release, digest, qi=(9.0, -9.0), confidential=(1.0,), group=0, params=PARAMS,
+                             caches=shared)
+    assert stranger == audit_release(release, digest, qi=(9.0, -9.0), confidential=(1.0,), group=0,
+                                     params=PARAMS, caches=SharedCaches())

@@ -1,0 +1,233 @@
+"""Subjects hosted in worker processes, so that a round on one machine uses every core.
+
+``coutil run --workers N`` keeps the collector (and the embedded broker, if any) in the main process
+and hands the subjects, in N contiguous slices of the data set, to N worker processes. Each worker
+builds its subjects exactly as a single process would (`coutil.simulate.build_subject_nodes`: a
+subject's keys depend only on the seed and her row), hosts them multiplexed over one MQTT
+connection, streams their events (state changes, verdicts: never a confidential value) to the main
+process for the progress display and the trace, and reports its traffic counters and rejections
+when its subjects are done. The broker between them is the same as for a single process; only the
+CPU work is spread. Crossing a process boundary costs something: a message verified once by a
+process hosting both the collector and the subjects is verified once in each process here.
+
+Workers are started with the ``spawn`` method (no fork of a process running an event loop and the
+broker's threads). A worker that fails reports its error; the main process raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import queue
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coutil.errors import CoutilError, ExitCode, NetworkError
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.node import Event
+from coutil.sdc.dataset import Dataset
+
+#: Seconds between two batches of events sent by a worker.
+EVENT_BATCH_SECONDS = 0.2
+#: Seconds the main process waits for the workers' reports once the collector has finished.
+REPORT_GRACE_SECONDS = 60.0
+
+EventSink = Callable[[str, Event], None]
+
+
+@dataclass(frozen=True)
+class SubjectSlice:
+    """What one worker needs: the round's public facts and its rows of the data set."""
+
+    worker: int
+    broker: BrokerAddress
+    collector_key: bytes
+    config: RoundConfig
+    data: Dataset
+    rows: tuple[int, ...]
+    seed: int
+    timeout: float
+    options: DriverOptions
+
+
+@dataclass
+class WorkerReport:
+    """What a worker sends back when its subjects are done (or it failed)."""
+
+    worker: int
+    node_ids: list[str] = field(default_factory=list)
+    per_node: dict[str, NodeTraffic] = field(default_factory=dict)
+    wire: dict[str, NodeTraffic] = field(default_factory=dict)
+    rejections: Counter[str] = field(default_factory=Counter)
+    stopped_by: str = "timeout"
+    unsent: int = 0
+    elapsed: float = 0.0
+    error: str | None = None
+    exit_code: int | None = None
+
+
+def split_rows(n: int, workers: int) -> list[tuple[int, ...]]:
+    """``range(n)`` in ``workers`` contiguous slices of sizes differing by at most one."""
+    if workers < 1:
+        raise ValueError("at least one worker")
+    bounds = [round(i * n / workers) for i in range(workers + 1)]
+    return [tuple(range(bounds[i], bounds[i + 1])) for i in range(workers)]
+
+
+def worker_main(task: SubjectSlice, channel: Any, stop: Any) -> None:
+    """Entry point of a worker process: host the slice's subjects until they are done or ``stop``
+    (a multiprocessing event) is set, report, exit."""
+    try:
+        report = asyncio.run(_host_slice(task, channel, stop))
+    except CoutilError as exc:
+        report = WorkerReport(task.worker, error=str(exc), exit_code=int(exc.exit_code))
+    except BaseException as exc:  # reported, then re-raised in the main process as a bug
+        report = WorkerReport(task.worker, error=f"{type(exc).__name__}: {exc}")
+    channel.put(("done", report))
+
+
+async def _host_slice(task: SubjectSlice, channel: Any, stop: Any) -> WorkerReport:
+    from coutil.simulate import build_subject_nodes
+
+    nodes, node_ids = build_subject_nodes(task.data, task.config, task.collector_key, seed=task.seed,
+                                          rows=task.rows)
+    pending: list[tuple[str, Event]] = []
+
+    async def forward_events() -> None:
+        while True:
+            await asyncio.sleep(EVENT_BATCH_SECONDS)
+            if pending:
+                channel.put(("events", list(pending)))
+                pending.clear()
+
+    remaining = list(nodes)
+
+    def finished() -> bool:
+        while remaining and remaining[-1].finished:
+            remaining.pop()
+        return not remaining or stop.is_set()
+
+    forwarder = asyncio.create_task(forward_events())
+    try:
+        stats = await host_nodes([nodes], task.broker, stop_when=finished, timeout=task.timeout,
+                                 on_event=lambda node_id, event: pending.append((node_id, event)),
+                                 options=task.options)
+    finally:
+        forwarder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await forwarder
+    if pending:
+        channel.put(("events", list(pending)))
+    rejections: Counter[str] = Counter()
+    for node in nodes:
+        for rejection in node.rejections:
+            rejections[rejection.reason] += 1
+    return WorkerReport(task.worker, node_ids, dict(stats.per_node), dict(stats.wire), rejections,
+                        stats.stopped_by, stats.unsent, stats.elapsed)
+
+
+class WorkerPool:
+    """The worker processes of one round, as seen from the main process."""
+
+    def __init__(self, tasks: Sequence[SubjectSlice]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._channel: Any = context.Queue()
+        self._stop: Any = context.Event()
+        self._processes = [context.Process(target=worker_main, args=(task, self._channel, self._stop), daemon=True,
+                                           name=f"coutil-subjects-{task.worker}") for task in tasks]
+        self.reports: dict[int, WorkerReport] = {}
+
+    def start(self) -> None:
+        for process in self._processes:
+            process.start()
+
+    def poll(self, on_event: EventSink) -> None:
+        """Hand the events received so far to ``on_event`` and keep the reports that arrived."""
+        while True:
+            try:
+                kind, payload = self._channel.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "events":
+                for node_id, event in payload:
+                    on_event(node_id, event)
+            else:
+                self.reports[payload.worker] = payload
+
+    def stop(self) -> None:
+        """Tell the workers to stop hosting and report (the collector has finished: a subject still
+        waiting for it would wait in vain, as in a single process that stops with the collector)."""
+        self._stop.set()
+
+    @property
+    def done(self) -> bool:
+        return len(self.reports) == len(self._processes)
+
+    @property
+    def failed(self) -> bool:
+        """A worker reported an error or exited without a report: the round cannot complete."""
+        return any(report.error is not None for report in self.reports.values()) or any(
+            index not in self.reports and not process.is_alive() and process.exitcode is not None
+            for index, process in enumerate(self._processes))
+
+    async def wait(self, on_event: EventSink, seconds: float) -> None:
+        """Poll until every worker reported, a worker died without reporting, or ``seconds`` pass."""
+        limit = time.monotonic() + seconds
+        while True:
+            self.poll(on_event)
+            for report in self.reports.values():
+                self._raise_if_failed(report)
+            if self.done or time.monotonic() >= limit:
+                return
+            for index, process in enumerate(self._processes):
+                if index not in self.reports and not process.is_alive():
+                    self.poll(on_event)  # its report may have been the last thing it did
+                    if index not in self.reports:
+                        raise NetworkError(f"subject worker {index} exited with code {process.exitcode} "
+                                           "without a report")
+            await asyncio.sleep(0.05)
+
+    def close(self) -> None:
+        for process in self._processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+        self._channel.close()
+
+    @staticmethod
+    def _raise_if_failed(report: WorkerReport) -> None:
+        if report.error is None:
+            return
+        if report.exit_code is not None:
+            error = CoutilError(f"subject worker {report.worker}: {report.error}")
+            error.exit_code = ExitCode(report.exit_code)
+            raise error
+        raise RuntimeError(f"subject worker {report.worker} failed: {report.error}")
+
+    def merged_stats(self, main: HostStats) -> HostStats:
+        """The main process's counters (the collector's) with every worker's."""
+        per_node = dict(main.per_node)
+        wire = dict(main.wire)
+        unsent = main.unsent
+        for report in self.reports.values():
+            per_node.update(report.per_node)
+            wire.update(report.wire)
+            unsent += report.unsent
+        return HostStats(per_node, main.elapsed, main.stopped_by, unsent, wire)
+
+    def node_ids(self) -> list[str]:
+        """Subject ids in data set order (the slices are contiguous and in worker order)."""
+        return [node_id for worker in sorted(self.reports) for node_id in self.reports[worker].node_ids]
+
+    def rejections(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for report in self.reports.values():
+            total.update(report.rejections)
+        return total

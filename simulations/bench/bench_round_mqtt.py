@@ -1,0 +1,287 @@
+"""Whole protocol rounds over a real MQTT broker (issue 5, item 7): wall time per phase, traffic per
+subject, broker drops.
+
+Reproduce with (from the repository root, venv active)::
+
+    python simulations/bench/bench_round_mqtt.py                       # 10^3 and 10^4 subjects, mosquitto
+    python simulations/bench/bench_round_mqtt.py --sizes 1000 --brokers mosquitto embedded
+    python simulations/bench/bench_round_mqtt.py --sizes 1000 --hosting per-subject --workers 0
+    python simulations/bench/bench_round_mqtt.py --sizes 10000 --workers 1 2 3
+    python simulations/bench/bench_round_mqtt.py --sizes 200 --quick   # smoke run, bench_round_mqtt_quick.json
+
+Each run is what ``coutil run --broker URL`` does (`coutil.net.round.run_mqtt_round_async`): one
+collector and N subjects in this process, real cryptography, k = 5, synthetic records (seeded),
+registration closing as soon as every subject registered, and the timing ``coutil run`` chooses for
+a swarm hosted on one machine (`coutil.net.round.local_swarm_timing`). The subjects share one multiplexed MQTT
+connection (``--hosting multiplexed``, the default of ``coutil run``) or have one connection each
+(``--hosting per-subject``, as behind a per-subject ACL), in the collector's process (``--workers 0``)
+or in worker processes (``--workers 2``: the subjects in two other processes, as ``coutil run`` does
+from 1,000 subjects on; `coutil.net.workers`). Brokers: a private mosquitto started here
+on a free loopback port with the settings of ``docker/mosquitto/mosquitto.conf`` (queue and
+in-flight limits, TCP_NODELAY) plus ``sys_interval 1``, so that its ``$SYS`` counters of dropped
+messages can be read after the round ("broker drops"); and the embedded amqtt broker of
+``coutil run`` (in this process, sharing its event loop; no drop counter). mosquitto missing: its
+runs are skipped with a message.
+
+Reported per run: completion, wall time per collector phase (registration, sharing, auditing),
+messages and bytes sent and received per subject (mean and max), MQTT messages that crossed the
+process's sockets, re-sends seen as duplicates, driver drops, broker drops. Ratios against the
+first run are measured in the same invocation. Goal (issue 5): 10^4 subjects, k = 5, within 60 s.
+A table goes to stdout, JSON to simulations/bench/results/bench_round_mqtt.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import platform
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+
+from coutil.net.round import local_swarm_timing, run_mqtt_round_async
+from coutil.protocol.config import RoundConfig
+from coutil.simulate import synthetic_dataset
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+GOAL_SECONDS = {10_000: 60.0}
+PHASES = ("registration", "sharing", "auditing")
+MOSQUITTO_SETTINGS = (
+    "allow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 100\n"
+    "set_tcp_nodelay true\nmax_connections -1\nsys_interval 1\n"
+)
+DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _mosquitto_binary() -> str | None:
+    found = shutil.which("mosquitto")
+    if found is None and Path("/usr/sbin/mosquitto").exists():
+        found = "/usr/sbin/mosquitto"
+    return found
+
+
+@contextlib.contextmanager
+def _private_mosquitto(binary: str) -> Any:
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "mosquitto.conf"
+        config.write_text(f"listener {port} 127.0.0.1\n{MOSQUITTO_SETTINGS}")
+        process = subprocess.Popen([binary, "-c", str(config)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(500):
+                with socket.socket() as sock:
+                    if sock.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.01)
+            yield f"mqtt://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+class _DropCounter:
+    """Follows mosquitto's ``$SYS`` counter of dropped messages during a run."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("mqtt://").rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        self.first: int | None = None
+        self.last: int | None = None
+        self.updates = 0
+
+    @contextlib.asynccontextmanager
+    async def following(self) -> AsyncIterator[None]:
+        async with aiomqtt.Client(self.host, self.port, identifier=f"bench-sys-{self.port}") as client:
+            await client.subscribe(DROPPED_TOPIC, qos=0)
+
+            async def read() -> None:
+                async for message in client.messages:
+                    payload = message.payload
+                    if isinstance(payload, bytes | bytearray):
+                        value = int(bytes(payload))
+                        self.first = value if self.first is None else self.first
+                        self.last = value
+                        self.updates += 1
+
+            reader = asyncio.create_task(read())
+            try:
+                yield
+                # The counter is published every second: wait for one update after the round.
+                seen = self.updates
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(3.0):
+                        while self.updates == seen:
+                            await asyncio.sleep(0.05)
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+
+    @property
+    def dropped(self) -> int | None:
+        if self.last is None:
+            return None
+        return self.last - (self.first or 0)
+
+
+async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, workers: int) -> dict[str, Any]:
+    config = RoundConfig.from_mapping({"qi": ("age", "height"), "confidential": ("income", "savings"), "k": k,
+                                       "expected_subjects": n, **local_swarm_timing(n)})
+    data = synthetic_dataset(n, config, seed)
+    counter = _DropCounter(broker) if broker is not None else None
+    started = time.perf_counter()
+    if counter is not None:
+        async with counter.following():
+            report, stats = await run_mqtt_round_async(data, config, seed=seed, broker=broker,
+                                                       shared_connection=hosting == "multiplexed", workers=workers)
+    else:
+        report, stats = await run_mqtt_round_async(data, config, seed=seed, broker=None,
+                                                   shared_connection=hosting == "multiplexed", workers=workers)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = stats.elapsed
+    summary = report.summary()
+    traffic = summary["traffic_per_subject"]
+    if not traffic:  # no subject's counters came back (a worker that did not report)
+        zero = {"mean": 0.0, "max": 0.0}
+        traffic = {name: zero for name in ("sent_messages", "received_messages", "total_bytes")}
+    network = stats.as_dict()
+    return {
+        "subjects": n,
+        "k": k,
+        "broker": "mosquitto" if broker is not None else "embedded",
+        "hosting": hosting,
+        "workers": workers,
+        "completed": summary["completed"],
+        "accepted": summary["accepted"],
+        "verdicts": summary["verdicts"],
+        "excluded": summary["excluded"],
+        "wall_round_s": round(wall, 3),
+        "wall_including_setup_s": round(time.perf_counter() - started, 3),
+        # Cumulative for the benchmark process and its finished children (earlier runs included).
+        "cpu_s_process": round(usage.ru_utime + usage.ru_stime, 2),
+        "cpu_s_children": round(children.ru_utime + children.ru_stime, 2),
+        "wall_per_phase_s": {p: round(summary["wall_times"].get(p, 0.0), 3) for p in PHASES},
+        "per_subject": {name: {"mean": round(v["mean"], 2), "max": v["max"]} for name, v in traffic.items()},
+        "wire": {
+            "connections": network["connections"],
+            "received_messages": network["wire_received_messages"],
+            "sent_messages": network["wire_sent_messages"],
+        },
+        "duplicates_ignored": summary["rejections"].get("duplicate", 0),
+        "rejections": summary["rejections"],
+        "driver_drops": network["drops"],
+        "reconnects": network["reconnects"],
+        "broker_drops": None if counter is None else counter.dropped,
+        "goal_s": GOAL_SECONDS.get(n),
+        "meets_goal": None if n not in GOAL_SECONDS else bool(summary["completed"] and wall <= GOAL_SECONDS[n]),
+    }
+
+
+def _run(n: int, k: int, seed: int, broker_kind: str, hosting: str, workers: int) -> dict[str, Any] | None:
+    if broker_kind == "embedded":
+        return asyncio.run(_round(n, k, seed, None, hosting, workers))
+    binary = _mosquitto_binary()
+    if binary is None:
+        print("mosquitto: skipped (no mosquitto binary on PATH or in /usr/sbin)", file=sys.stderr)
+        return None
+    with _private_mosquitto(binary) as url:
+        return asyncio.run(_round(n, k, seed, url, hosting, workers))
+
+
+def _raise_fd_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    header = (f"{'broker':<9} {'hosting':<11} {'w':>2} {'n':>6} {'ok':>3} {'round s':>8} "
+              + " ".join(f"{p[:8]:>8}" for p in PHASES)
+              + f" {'sent/subj':>9} {'recv/subj':>9} {'max':>4} {'kB/subj':>7} {'dups':>6} {'drops b/d':>9}"
+              + f" {'goal':>6}")
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        per = row["per_subject"]
+        phases = " ".join(f"{row['wall_per_phase_s'][p]:8.2f}" for p in PHASES)
+        goal = "-" if row["goal_s"] is None else ("met" if row["meets_goal"] else "MISSED")
+        broker_drops = "-" if row["broker_drops"] is None else str(row["broker_drops"])
+        lines.append(
+            f"{row['broker']:<9} {row['hosting']:<11} {row['workers']:>2} {row['subjects']:>6} "
+            f"{'y' if row['completed'] else 'n':>3} "
+            f"{row['wall_round_s']:8.2f} {phases} {per['sent_messages']['mean']:9.1f} "
+            f"{per['received_messages']['mean']:9.1f} {per['received_messages']['max']:4.0f} "
+            f"{per['total_bytes']['mean'] / 1e3:7.1f} {row['duplicates_ignored']:>6} "
+            f"{broker_drops + '/' + str(row['driver_drops']):>9} {goal:>6}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="protocol rounds over a real MQTT broker")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--brokers", nargs="+", choices=("mosquitto", "embedded"), default=["mosquitto"])
+    parser.add_argument("--hosting", nargs="+", choices=("multiplexed", "per-subject"), default=["multiplexed"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2],
+                        help="subject worker processes (0: the subjects share the collector's process)")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="write bench_round_mqtt_quick.json instead")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    out = args.out or RESULTS_DIR / ("bench_round_mqtt_quick.json" if args.quick else "bench_round_mqtt.json")
+    _raise_fd_limit(2 * max(args.sizes) + 512)
+    rows: list[dict[str, Any]] = []
+    for n in args.sizes:
+        for broker in args.brokers:
+            for hosting in args.hosting:
+                for workers in args.workers:
+                    print(f"running {broker} {hosting} workers={workers} n={n} ...", file=sys.stderr, flush=True)
+                    row = _run(n, args.k, args.seed, broker, hosting, workers)
+                    if row is not None:
+                        rows.append(row)
+    print(_table(rows))
+    ratios: dict[str, dict[str, float]] = {}
+    if rows:
+        base = rows[0]
+        for row in rows[1:]:
+            key = f"{row['broker']}/{row['hosting']}/w{row['workers']}/{row['subjects']}"
+            ratios[key] = {
+                "subjects_ratio": row["subjects"] / base["subjects"],
+                "wall_ratio": row["wall_round_s"] / base["wall_round_s"],
+            }
+            print(f"{key}: {ratios[key]['subjects_ratio']:.0f}x the subjects of the first run took "
+                  f"{ratios[key]['wall_ratio']:.2f}x its time")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "benchmark": "bench_round_mqtt",
+        "command": "python simulations/bench/bench_round_mqtt.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "mosquitto_settings": MOSQUITTO_SETTINGS.strip().splitlines(),
+        "runs": rows,
+        "ratios_vs_first": ratios,
+    }, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0 if rows and all(row["completed"] for row in rows) else 4
+
+
+if __name__ == "__main__":  # the guard matters: worker processes are spawned and import this file
+    raise SystemExit(main())
