@@ -2,7 +2,8 @@
 
 ``coutil run`` is the main job: an embedded MQTT broker (or ``--broker URL``), a collector and N
 subjects in this process, one full round, outputs under ``--out``. Exit codes: 0 when the round
-completed and every verdict accepts, 4 when the round did not complete, 5 when a subject complained
+completed with every subject in the release and every verdict accepts, 4 when the round did not
+complete or left a subject out, 5 when a subject complained
 (a reject verdict), 6 when the broker cannot be reached, 2 for bad input.
 """
 
@@ -205,6 +206,14 @@ def run_round_command(
     if not report.completed:
         raise RoundIncompleteError(
             f"the round did not complete (phase {summary['phase']}, stopped by {summary['stop_reason']})"
+        )
+    if summary["released_rows"] != dataset.n:
+        # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
+        # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.
+        excluded = ", ".join(f"{reason}: {count}" for reason, count in summary["excluded"].items())
+        raise RoundIncompleteError(
+            f"the release holds {summary['released_rows']} of the {dataset.n} subjects "
+            f"({summary['registered']} registered{'; excluded ' + excluded if excluded else ''}); see {out}/report.json"
         )
     if summary["accepted"] != summary["verdicts"] or summary["verdicts"] == 0:
         reasons = Counter(str(v["reason"]) for v in report.outcome.verdicts if not v["accept"])

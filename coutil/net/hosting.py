@@ -448,7 +448,10 @@ class _Host:
             await connection.dirty.wait()
             connection.dirty.clear()
             while True:
-                if connection.changed:
+                # Until no node changed its subscriptions while we awaited the broker: a node may
+                # have subscribed to its inbox and queued the message whose answer comes there in
+                # the same call, and that message must not leave before the SUBACK.
+                while connection.changed:
                     await self._sync_subscriptions(connection, client)
                 if not connection.sending:
                     break

@@ -118,8 +118,9 @@ def test_run_with_subject_worker_processes(tmp_path: Path) -> None:
     result = _coutil("run", "--subjects", "24", "--k", "4", "--workers", "2", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["completed"] is True and summary["workers"] == 2
-    assert summary["subject_states"] == {"done": 24}
+    diagnosis = {key: summary[key] for key in ("registered", "excluded", "rejections", "wall_times", "network")}
+    assert summary["completed"] is True and summary["workers"] == 2, diagnosis
+    assert summary["subject_states"] == {"done": 24}, diagnosis
     assert summary["traffic_per_subject"]["sent_messages"]["mean"] >= 7  # register, keys, submit, ...
     _check_outputs(out, 24, 4)
     trace_nodes = {json.loads(line)["node"] for line in (out / "trace.jsonl").read_text().splitlines()}
