@@ -92,13 +92,14 @@ def _load_subjects(data: Path | None, config: RoundConfig, subjects: int | None)
 AUTO_WORKERS_FROM = 1000
 
 
-def auto_workers(subjects: int) -> int:
+def auto_workers(subjects: int, external_broker: bool) -> int:
     """Worker processes for ``subjects`` subjects hosted on this machine: none for a small round
-    (starting them costs a second or two), else two when the machine has two cores or more
-    (measured on 2 cores, 2,000 subjects: 22.3 s in one process, 17.4 s with one worker, 14.9 s
-    with two; 10^4: 108 s with one, 86 s with two, 89 s with three)."""
+    (starting them costs a second or two) or with the embedded broker (a process of its own that
+    needs a core: 2,000 subjects took 29 s in one process, 40 s with two workers), else two when
+    the machine has two cores or more (over mosquitto, 2,000 subjects: 22.3 s in one process,
+    14.9 s with two workers; 10^4: 162 s, 113 s)."""
     cores = os.cpu_count() or 1
-    if subjects < AUTO_WORKERS_FROM or cores < 2:
+    if subjects < AUTO_WORKERS_FROM or cores < 2 or not external_broker:
         return 0
     return 2
 
@@ -173,7 +174,7 @@ def run_round_command(
     dataset = _load_subjects(data, config, subjects if subjects is not None else (None if data else 200))
     config = local_round_config(config, config_file, dataset.n)
     if workers is None:
-        workers = auto_workers(dataset.n)
+        workers = auto_workers(dataset.n, external_broker=broker is not None)
     if workers < 0:
         raise InputError(f"bad --workers {workers}: expected 0 (subjects in this process) or more")
     with progress(not as_json) as bars:
@@ -251,8 +252,8 @@ def register(app: typer.Typer) -> None:
                                                       show_default=False)] = None,
         workers: Annotated[int | None, typer.Option("--workers", help="Host the subjects in this many worker "
                                                     "processes (0: in this process; default: two from "
-                                                    f"{AUTO_WORKERS_FROM} subjects on, if the machine has two "
-                                                    "cores or more).", show_default=False)] = None,
+                                                    f"{AUTO_WORKERS_FROM} subjects on with --broker, if the "
+                                                    "machine has two cores or more).", show_default=False)] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     ) -> None:
         """Run one whole round over MQTT: broker, collector and N subjects; write release and audit."""

@@ -129,17 +129,19 @@ class _HostedNode:
 class _Connection:
     """One MQTT client and the nodes it serves, with the routing of received messages to them."""
 
-    def __init__(self, client_id: str, nodes: list[_HostedNode], multiplexed: bool) -> None:
+    def __init__(self, client_id: str, nodes: list[_HostedNode], multiplexed: bool, coarse: bool = False) -> None:
         self.client_id = client_id
         self.nodes = nodes
         self.multiplexed = multiplexed
+        #: Subscribe at the broker to covering filters (see `DriverOptions.coarse_subscriptions`).
+        self.coarse = coarse and multiplexed
         self.dirty = asyncio.Event()
         #: Nodes whose subscriptions may have changed since the last sync.
         self.changed: dict[int, _HostedNode] = {}
         #: Nodes with queued messages, in the order they queued them.
         self.sending: deque[_HostedNode] = deque()
         self.sending_set: set[int] = set()
-        #: Broker-side subscriptions with the number of hosted nodes that want each.
+        #: Broker-side subscriptions with the number of hosted node filters they serve.
         self.refcount: dict[str, int] = {}
         self.exact: dict[str, set[_HostedNode]] = {}
         self.wildcard: dict[str, set[_HostedNode]] = {}
@@ -185,9 +187,16 @@ class _Connection:
         for topic_filter in wanted - hosted.subscribed:
             table = self.wildcard if "+" in topic_filter or "#" in topic_filter else self.exact
             table.setdefault(topic_filter, set()).add(hosted)
-            count = self.refcount.get(topic_filter, 0)
-            self.refcount[topic_filter] = count + 1
-            (shared if count else new_filters).append(topic_filter)
+            broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
+            count = self.refcount.get(broker_filter, 0)
+            self.refcount[broker_filter] = count + 1
+            if count:
+                shared.append(topic_filter)
+            else:
+                new_filters.append(broker_filter)
+                if broker_filter != topic_filter:
+                    # The cover may have been subscribed before (and its retained messages seen).
+                    shared.append(topic_filter)
         for topic_filter in hosted.subscribed - wanted:
             table = self.wildcard if "+" in topic_filter or "#" in topic_filter else self.exact
             members = table.get(topic_filter)
@@ -195,12 +204,13 @@ class _Connection:
                 members.discard(hosted)
                 if not members:
                     del table[topic_filter]
-            count = self.refcount.get(topic_filter, 0) - 1
+            broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
+            count = self.refcount.get(broker_filter, 0) - 1
             if count <= 0:
-                self.refcount.pop(topic_filter, None)
-                gone_filters.append(topic_filter)
+                self.refcount.pop(broker_filter, None)
+                gone_filters.append(broker_filter)
             else:
-                self.refcount[topic_filter] = count
+                self.refcount[broker_filter] = count
         hosted.subscribed = wanted
         return new_filters, gone_filters, shared
 
@@ -533,7 +543,8 @@ async def host_nodes(
         if isinstance(entry, Sequence):
             group = [add(node) for node in entry]
             if group:
-                connections.append(_Connection(f"coutil-mux-{os.urandom(6).hex()}", group, multiplexed=True))
+                connections.append(_Connection(f"coutil-mux-{os.urandom(6).hex()}", group, multiplexed=True,
+                                               coarse=options.coarse_subscriptions))
         else:
             single = add(entry)
             connections.append(_Connection(single.client_id, [single], multiplexed=False))

@@ -13,6 +13,7 @@ report.json): the trace holds event codes, counts and ids, never a confidential 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coutil.net.broker import EmbeddedBroker
+from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
 from coutil.net.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows
@@ -199,7 +200,10 @@ async def run_mqtt_round_async(
                 pool.close()
 
     if broker is None:
-        async with EmbeddedBroker() as embedded:
+        # amqtt matches every message against every subscription: subscribe to covers (see DriverOptions).
+        options = dataclasses.replace(options if options is not None else DriverOptions(), coarse_subscriptions=True)
+        # Its own process: the nodes of this one would starve it (see `coutil.net.broker_process`).
+        async with BrokerProcess() as embedded:
             stats = await host(embedded.url)
     else:
         stats = await host(broker)

@@ -65,6 +65,24 @@ def all_subject_group(round_id: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/s/+/group"
 
 
+def covering_filter(topic_filter: str) -> str:
+    """A filter covering ``topic_filter`` and its siblings: one per round and kind of topic.
+
+    ``coutil/v1/<round>/c/...`` -> ``coutil/v1/<round>/c/#`` and ``coutil/v1/<round>/s/<sid>/<kind>``
+    -> ``coutil/v1/<round>/s/+/<kind>``; anything else is its own cover. A connection hosting many
+    subjects subscribes to these covers and routes locally (`coutil.net.hosting`), for brokers whose
+    cost per message grows with the number of subscriptions.
+    """
+    parts = topic_filter.split("/")
+    if len(parts) < 5 or f"{parts[0]}/{parts[1]}" != PREFIX:
+        return topic_filter
+    if parts[3] == "c":
+        return f"{PREFIX}/{parts[2]}/c/#"
+    if parts[3] == "s" and len(parts) == 6:
+        return f"{PREFIX}/{parts[2]}/s/+/{parts[5]}"
+    return topic_filter
+
+
 def matches(topic_filter: str, topic: str) -> bool:
     """MQTT topic-filter matching with ``+`` and ``#`` wildcards."""
     f_parts = topic_filter.split("/")
