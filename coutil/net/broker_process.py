@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 from types import TracebackType
@@ -25,6 +26,8 @@ from typing import Any
 
 from coutil.errors import NetworkError
 from coutil.net.broker import EmbeddedBroker, EmbeddedBrokerConfig
+
+logger = logging.getLogger(__name__)
 
 #: Seconds the child gets to import amqtt and bind its port.
 START_TIMEOUT = 60.0
@@ -38,6 +41,10 @@ def serve(config: EmbeddedBrokerConfig, channel: Any, stop: Any, parent_pid: int
     """Entry point of the child: run the broker until ``stop`` is set or the parent is gone."""
 
     async def main() -> None:
+        # An overloaded amqtt leaves tasks failed on acknowledgement timeouts ("Task exception was
+        # never retrieved" and a traceback on the user's terminal). The protocol re-sends what was
+        # lost; these are logged at debug level only.
+        asyncio.get_running_loop().set_exception_handler(_quiet_exception_handler)
         broker = EmbeddedBroker(config)
         try:
             await broker.start()
@@ -52,6 +59,10 @@ def serve(config: EmbeddedBrokerConfig, channel: Any, stop: Any, parent_pid: int
             await broker.stop()
 
     asyncio.run(main())
+
+
+def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    logger.debug("embedded broker: %s (%r)", context.get("message"), context.get("exception"))
 
 
 class BrokerProcess:

@@ -8,11 +8,13 @@ Reproduce with::
 
 Topology (the shape of a protocol round): one *hub* node (the collector's role) subscribes to
 ``bench/+/up`` and acknowledges every request on the sender's inbox ``bench/<id>/to``; N *client*
-nodes (one MQTT connection each, as subjects are hosted) send ``--requests`` requests one after
-another, each re-sent every 2 s until acknowledged. Everything runs in this one process through
-`coutil.net.hosting.host_nodes`, with the embedded broker sharing the process and its event loop
-(as ``coutil run`` does) and mosquitto in its own process (started here on a free port; skipped
-with a message when the binary is missing).
+nodes (one MQTT connection each, as behind a per-subject ACL; ``coutil run`` multiplexes instead)
+send ``--requests`` requests one after another, each re-sent every 2 s until acknowledged. The
+nodes run in this one process through `coutil.net.hosting.host_nodes`; the embedded amqtt broker
+runs in a child process of its own (`coutil.net.broker_process`, as ``coutil run`` starts it) and
+mosquitto in its own process (started here on a free port; skipped with a message when the binary
+is missing). amqtt matches each message against every subscription, so one connection per client
+is its worst case: it shows why ``coutil run`` multiplexes and subscribes to covering filters.
 
 Reported per broker: time for all clients to connect and start, time for the exchange, delivered
 messages per second (requests + acks received by nodes), re-sends, driver drops and reconnects, and
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coutil.net.broker import EmbeddedBroker
+from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import DriverOptions
 from coutil.protocol.node import Event, Outgoing
@@ -157,7 +159,7 @@ async def _exchange(url: str, clients: int, requests: int, timeout: float) -> di
 
 
 async def _embedded(clients: int, requests: int, timeout: float) -> dict[str, Any]:
-    async with EmbeddedBroker() as broker:
+    async with BrokerProcess() as broker:
         return await _exchange(broker.url, clients, requests, timeout)
 
 

@@ -20,7 +20,7 @@ from 1,000 subjects on; `coutil.net.workers`). Brokers: a private mosquitto star
 on a free loopback port with the settings of ``docker/mosquitto/mosquitto.conf`` (queue and
 in-flight limits, TCP_NODELAY) plus ``sys_interval 1``, so that its ``$SYS`` counters of dropped
 messages can be read after the round ("broker drops"); and the embedded amqtt broker of
-``coutil run`` (in this process, sharing its event loop; no drop counter). mosquitto missing: its
+``coutil run`` (in a child process of its own, `coutil.net.broker_process`; no drop counter). mosquitto missing: its
 runs are skipped with a message.
 
 Reported per run: completion, wall time per collector phase (registration, sharing, auditing),

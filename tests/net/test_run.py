@@ -145,3 +145,25 @@ def test_worker_slices_build_the_same_subjects() -> None:
     assert [key for nodes, _ in pieces for key in (n.public_key for n in nodes)] == \
         [n.public_key for n in whole.subjects]
     assert [i for _, ids in pieces for i in ids] == whole.node_ids
+
+
+def test_run_exits_4_when_a_subject_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Every subject of `coutil run` is honest: a completed round that left some out is a failure
+    (exit 4, naming how many), not a success. The round here is a real one, in memory, in which a
+    tenth of the subjects vanish mid-shuffle (the way a lost connection looks to the collector)."""
+    import coutil.net.round as net_round
+    from coutil.cli import main
+    from coutil.net.mqtt import HostStats
+    from coutil.simulate import FaultPlan, run_memory_round
+
+    def round_with_vanishing_subjects(data, config, **kwargs):  # type: ignore[no-untyped-def]
+        report = run_memory_round(data, config, seed=1, faults=FaultPlan(vanish_fraction=0.1),
+                                  out_dir=kwargs.get("out_dir"))
+        return report, HostStats({}, 1.0, "condition")
+
+    monkeypatch.setattr(net_round, "run_mqtt_round", round_with_vanishing_subjects)
+    code = main(["run", "--subjects", "40", "--k", "4", "--workers", "0", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "the release holds 36 of the 40 subjects" in err and "excluded" in err
