@@ -104,14 +104,28 @@ class GridData:
         return np.asarray(integer_sum.astype(np.float64) / float(count) * 2.0**-self.bits, dtype=np.float64)
 
 
+#: From this many rows on, `squared_distances` adds column by column instead of with a cumsum.
+_COLUMN_LOOP_FROM = 256
+
+
 def squared_distances(rows: FloatMatrix, point: FloatArray) -> FloatArray:
     """Squared Euclidean distances of ``rows`` to ``point``: the one formula used for every decision.
 
     ``cumsum`` adds the squared differences strictly left to right (unlike ``sum``, which may add
     pairwise), so a record's distance has the same bits whatever rows are computed alongside it.
     """
-    squares = np.square(np.asarray(rows, dtype=np.float64) - point)
-    return np.asarray(np.cumsum(squares, axis=1)[:, -1], dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.shape[0] < _COLUMN_LOOP_FROM:
+        squares = np.square(rows - point)
+        return np.asarray(np.cumsum(squares, axis=1)[:, -1], dtype=np.float64)
+    # Many rows: the same additions in the same order, a column at a time (2x faster than a cumsum
+    # along short rows; bit-identical, which `tests/sdc/test_mdav.py` checks).
+    columns = np.subtract(rows.T, point[:, None])
+    np.square(columns, out=columns)
+    distances = columns[0].copy()
+    for column in columns[1:]:
+        distances += column
+    return distances
 
 
 def _check_input(values: Any, k: int) -> tuple[FloatMatrix, int]:

@@ -274,3 +274,18 @@ def test_datasets_and_dataframes_are_accepted() -> None:
         mdav(frame, 3)
     with pytest.raises(InputError, match="numeric"):
         mdav([["1", "x"], ["2", "3"]], 1)
+
+
+def test_squared_distances_add_left_to_right_whatever_the_number_of_rows() -> None:
+    """Small and large candidate sets take different code paths; both must give the bits of a strictly
+    left-to-right sum (`np.cumsum`), so that a record's distance never depends on its company."""
+    from coutil.sdc.mdav import _COLUMN_LOOP_FROM, squared_distances
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((3 * _COLUMN_LOOP_FROM, 10)) * 10.0 ** rng.integers(-6, 6, size=10)
+    point = rng.standard_normal(10)
+    expected = np.cumsum(np.square(rows - point), axis=1)[:, -1]
+    for count in (1, _COLUMN_LOOP_FROM - 1, _COLUMN_LOOP_FROM, 3 * _COLUMN_LOOP_FROM):
+        assert np.array_equal(squared_distances(rows[:count], point), expected[:count])
+    # Each row's distance is the same alone and in company.
+    assert all(squared_distances(rows[i:i + 1], point)[0] == expected[i] for i in range(0, rows.shape[0], 97))
