@@ -125,7 +125,7 @@ def squared_distances(rows: FloatMatrix, point: FloatArray) -> FloatArray:
     distances = columns[0].copy()
     for column in columns[1:]:
         distances += column
-    return distances
+    return np.asarray(distances, dtype=np.float64)
 
 
 def _check_input(values: Any, k: int) -> tuple[FloatMatrix, int]:
