@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 #: Minimum seconds between two evaluations of ``stop_when``.
 STOP_CHECK_INTERVAL = 0.01
+#: Seconds to wait for a SUBACK before subscribing again (doubling each time; see `_subscribe`).
+SUBSCRIBE_FIRST_PATIENCE = 2.0
 #: Topic filters per SUBSCRIBE / UNSUBSCRIBE packet.
 FILTERS_PER_PACKET = 500
 #: Topics whose last message a multiplexed connection keeps, to hand to a node that subscribes later
@@ -71,6 +73,31 @@ DISCONNECT_TIMEOUT = 2.0
 RECANCEL_INTERVAL = 0.5
 #: Seconds after which `cancel_and_wait` stops waiting for tasks that refuse to end.
 CANCEL_GIVE_UP = 10.0
+
+
+async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: float) -> None:
+    """SUBSCRIBE, asking again with doubling patience until ``timeout`` when no SUBACK comes.
+
+    amqtt 0.12 now and then never answers a SUBSCRIBE sent right after the CONNACK of one of two
+    clients connecting at the same moment (seen about once in 30 rounds with two subject worker
+    processes: that worker's subjects then waited the whole 30 s operation timeout, missed the
+    registration window and were left out). A second SUBSCRIBE is answered; subscribing twice to
+    the same filters is harmless (at worst a retained message comes again, and nodes de-duplicate).
+    """
+    deadline = time.monotonic() + timeout
+    patience = SUBSCRIBE_FIRST_PATIENCE
+    while True:
+        wait = min(patience, max(0.001, deadline - time.monotonic()))
+        try:
+            await client.subscribe([(topic, 1) for topic in filters], timeout=wait)
+            return
+        except aiomqtt.MqttCodeError:
+            raise  # the broker answered (with a refusal) or the connection broke
+        except aiomqtt.MqttError:  # aiomqtt's "Operation timed out"
+            if time.monotonic() >= deadline:
+                raise
+            logger.info("no SUBACK within %.1f s; subscribing again to %d filters", wait, len(filters))
+            patience *= 2
 
 
 async def cancel_and_wait(tasks: Sequence[asyncio.Task[None]]) -> None:
@@ -403,8 +430,7 @@ class _Host:
             hosted.synced_version = version
         timeout = self.options.operation_timeout
         for start in range(0, len(subscribe), FILTERS_PER_PACKET):
-            chunk = subscribe[start:start + FILTERS_PER_PACKET]
-            await client.subscribe([(topic, 1) for topic in chunk], timeout=timeout)
+            await _subscribe(client, subscribe[start:start + FILTERS_PER_PACKET], timeout)
         for start in range(0, len(unsubscribe), FILTERS_PER_PACKET):
             await client.unsubscribe(unsubscribe[start:start + FILTERS_PER_PACKET], timeout=timeout)
         # A node that joined a topic the connection already had: hand it the bulletin it missed.

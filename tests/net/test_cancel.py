@@ -165,3 +165,38 @@ def test_answers_to_abandoned_subscriptions_are_not_logged_as_errors(caplog: pyt
 
     asyncio.run(main())
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+class _SilentOnceClient:
+    """A client whose broker ignores the first SUBSCRIBE (as amqtt 0.12 sometimes does)."""
+
+    def __init__(self, ignored: int) -> None:
+        self.ignored = ignored
+        self.calls: list[tuple[list[tuple[str, int]], float]] = []
+
+    async def subscribe(self, topics: list[tuple[str, int]], timeout: float) -> None:
+        self.calls.append((topics, timeout))
+        if len(self.calls) <= self.ignored:
+            await asyncio.sleep(timeout)
+            raise aiomqtt.MqttError("Operation timed out")
+
+
+def test_a_subscribe_without_suback_is_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coutil.net import hosting
+
+    monkeypatch.setattr(hosting, "SUBSCRIBE_FIRST_PATIENCE", 0.05)
+    client = _SilentOnceClient(ignored=2)
+    asyncio.run(hosting._subscribe(client, ["a/b", "c/#"], timeout=5.0))  # type: ignore[arg-type]
+    assert len(client.calls) == 3
+    assert all(topics == [("a/b", 1), ("c/#", 1)] for topics, _ in client.calls)
+    assert [round(wait, 2) for _, wait in client.calls] == [0.05, 0.1, 0.2]  # doubling patience
+
+
+def test_a_subscribe_never_answered_fails_at_the_operation_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coutil.net import hosting
+
+    monkeypatch.setattr(hosting, "SUBSCRIBE_FIRST_PATIENCE", 0.05)
+    client = _SilentOnceClient(ignored=10**6)
+    with pytest.raises(aiomqtt.MqttError):
+        asyncio.run(hosting._subscribe(client, ["a/b"], timeout=0.4))  # type: ignore[arg-type]
+    assert 3 <= len(client.calls) <= 5
