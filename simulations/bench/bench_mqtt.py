@@ -29,14 +29,12 @@ import asyncio
 import json
 import platform
 import resource
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from private_mosquitto import BASE_SETTINGS, mosquitto_binary, private_mosquitto
 
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
@@ -163,35 +161,14 @@ async def _embedded(clients: int, requests: int, timeout: float) -> dict[str, An
         return await _exchange(broker.url, clients, requests, timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _mosquitto(clients: int, requests: int, timeout: float) -> dict[str, Any] | None:
-    binary = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
+    binary = mosquitto_binary()
     if binary is None:
         print("mosquitto: skipped (no mosquitto binary)", file=sys.stderr)
         return None
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "mosquitto.conf"
-        config.write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "max_queued_messages 200000\nmax_connections -1\nset_tcp_nodelay true\n"
-        )
-        process = subprocess.Popen([binary, "-c", str(config)], stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(500):
-                with socket.socket() as sock:
-                    if sock.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.01)
-            return asyncio.run(_exchange(f"mqtt://127.0.0.1:{port}", clients, requests, timeout))
-        finally:
-            process.terminate()
-            process.wait(10)
+    settings = BASE_SETTINGS + "max_queued_messages 200000\nmax_connections -1\n"
+    with private_mosquitto(binary, settings) as url:
+        return asyncio.run(_exchange(url, clients, requests, timeout))
 
 
 def _raise_fd_limit(needed: int) -> None:

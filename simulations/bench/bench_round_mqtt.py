@@ -38,17 +38,14 @@ import contextlib
 import json
 import platform
 import resource
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
+from private_mosquitto import BASE_SETTINGS, mosquitto_binary, private_mosquitto
 
 from coutil.net.round import local_swarm_timing, run_mqtt_round_async
 from coutil.protocol.config import RoundConfig
@@ -57,44 +54,10 @@ from coutil.simulate import synthetic_dataset
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GOAL_SECONDS = {10_000: 60.0}
 PHASES = ("registration", "sharing", "auditing")
-MOSQUITTO_SETTINGS = (
-    "allow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 100\n"
-    "set_tcp_nodelay true\nmax_connections -1\nsys_interval 1\n"
+MOSQUITTO_SETTINGS = BASE_SETTINGS + (
+    "max_queued_messages 200000\nmax_inflight_messages 100\nmax_connections -1\nsys_interval 1\n"
 )
 DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _mosquitto_binary() -> str | None:
-    found = shutil.which("mosquitto")
-    if found is None and Path("/usr/sbin/mosquitto").exists():
-        found = "/usr/sbin/mosquitto"
-    return found
-
-
-@contextlib.contextmanager
-def _private_mosquitto(binary: str) -> Any:
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "mosquitto.conf"
-        config.write_text(f"listener {port} 127.0.0.1\n{MOSQUITTO_SETTINGS}")
-        process = subprocess.Popen([binary, "-c", str(config)], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(500):
-                with socket.socket() as sock:
-                    if sock.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.01)
-            yield f"mqtt://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            process.wait(10)
 
 
 class _DropCounter:
@@ -199,11 +162,11 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
 def _run(n: int, k: int, seed: int, broker_kind: str, hosting: str, workers: int) -> dict[str, Any] | None:
     if broker_kind == "embedded":
         return asyncio.run(_round(n, k, seed, None, hosting, workers))
-    binary = _mosquitto_binary()
+    binary = mosquitto_binary()
     if binary is None:
         print("mosquitto: skipped (no mosquitto binary on PATH or in /usr/sbin)", file=sys.stderr)
         return None
-    with _private_mosquitto(binary) as url:
+    with private_mosquitto(binary, MOSQUITTO_SETTINGS) as url:
         return asyncio.run(_round(n, k, seed, url, hosting, workers))
 
 
