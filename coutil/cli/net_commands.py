@@ -1,7 +1,7 @@
 """The networked commands: `coutil run`, `coutil collector serve|export`, `coutil subject join|swarm`.
 
 ``coutil run`` is the main job: an embedded MQTT broker (or ``--broker URL``), a collector and N
-subjects in this process, one full round, outputs under ``--out``. Exit codes: 0 when the round
+subjects on this machine, one full round, outputs under ``--out``. Exit codes: 0 when the round
 completed with every subject in the release and every verdict accepts, 4 when the round did not
 complete or left a subject out, 5 when a subject complained
 (a reject verdict), 6 when the broker cannot be reached, 2 for bad input.

@@ -1,10 +1,12 @@
-"""Run one whole round over MQTT: a collector and N subjects in this process.
+"""Run one whole round over MQTT: a collector and N subjects on this machine.
 
 This is what `coutil run` does. The nodes are the very same sans-IO state machines the in-memory
 simulation drives (`coutil.simulate.build_round_nodes`); only the transport differs. Without a
-broker URL an embedded amqtt broker is started on 127.0.0.1 (a free port) for the duration of the
-round, so nothing needs installing. The collector has its own connection; the subjects share one
-multiplexed connection by default (`coutil.net.hosting`), or get one each.
+broker URL an embedded amqtt broker is started on 127.0.0.1 (a free port), in a child process of its
+own (`coutil.net.broker_process`), for the duration of the round, so nothing needs installing; its
+multiplexed connections then subscribe to covering filters (`DriverOptions.coarse_subscriptions`).
+The collector has its own connection; the subjects share one multiplexed connection by default
+(`coutil.net.hosting`), or get one each, in this process or in worker processes (`coutil.net.workers`).
 
 Outputs are those of `coutil simulate` (release.csv, manifest.json, audit.json, trace.jsonl,
 report.json): the trace holds event codes, counts and ids, never a confidential value.
