@@ -75,6 +75,11 @@ RECANCEL_INTERVAL = 0.5
 CANCEL_GIVE_UP = 10.0
 
 
+def _retrieve_exception(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: float) -> None:
     """SUBSCRIBE, asking again with doubling patience until ``timeout`` when no SUBACK comes.
 
@@ -359,6 +364,9 @@ class _Host:
                 await asyncio.sleep(self._backoff(connection, attempt))
                 continue
             attempt = 0
+            # aiomqtt fails this future when the connection drops; nobody awaits it after the session
+            # ended, and asyncio would print "Future exception was never retrieved" on the terminal.
+            disconnected_future(client).add_done_callback(_retrieve_exception)
             if connection.ever_connected:
                 connection.wire.reconnects += 1
                 for hosted in connection.nodes:

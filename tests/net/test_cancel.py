@@ -200,3 +200,30 @@ def test_a_subscribe_never_answered_fails_at_the_operation_timeout(monkeypatch: 
     with pytest.raises(aiomqtt.MqttError):
         asyncio.run(hosting._subscribe(client, ["a/b"], timeout=0.4))  # type: ignore[arg-type]
     assert 3 <= len(client.calls) <= 5
+
+
+def test_a_dropped_connections_failure_is_retrieved_not_printed(caplog: pytest.LogCaptureFixture) -> None:
+    """aiomqtt fails its "disconnected" future when a connection drops; once a session has ended nobody
+    awaits it, and asyncio would print "Future exception was never retrieved" on the user's terminal.
+    The driver hangs `_retrieve_exception` on it (`run_connection`)."""
+    import gc
+
+    from coutil.net import hosting
+
+    async def drop(handled: bool) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if handled:
+            future.add_done_callback(hosting._retrieve_exception)
+        future.set_exception(aiomqtt.MqttCodeError(128, "Unexpected disconnection"))
+        await asyncio.sleep(0)  # let the done callback run
+        del future
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(drop(handled=False))
+        gc.collect()
+    assert any("never retrieved" in r.getMessage() for r in caplog.records)  # what the callback prevents
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(drop(handled=True))
+        gc.collect()
+    assert not any("never retrieved" in r.getMessage() for r in caplog.records)
