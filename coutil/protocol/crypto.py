@@ -7,21 +7,26 @@ from global randomness, so simulations are reproducible from their seed.
 
 Every sealed message is exactly `SEAL_OVERHEAD` bytes longer than its plaintext: equal-size
 plaintexts give equal-size ciphertexts at every step of a shuffle, so sizes link nothing.
+
+Libraries: the curve operations (Ed25519, X25519) run on libsodium through PyNaCl, whose Ed25519
+verification is twice as fast as OpenSSL's through `cryptography` (65 against 134 microseconds here;
+a round verifies about ten signatures per subject) and its X25519 public-key derivation 1.7x; the
+AEAD stays on `cryptography` (3 against 5.5 microseconds per message). Both follow the RFCs bit for bit
+(deterministic Ed25519 signatures, clamped X25519 scalars): tests/protocol/test_crypto.py re-derives
+every construction with `cryptography` alone.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import math
 import struct
 from collections.abc import Callable, Sequence
 
-from cryptography.exceptions import InvalidSignature, InvalidTag
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+import nacl.bindings as sodium
+import nacl.exceptions
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from coutil.protocol.node import RandomSource
@@ -36,8 +41,6 @@ SIGNATURE_DOMAIN = b"coutil/v1\x00"
 SEAL_INFO = b"coutil/v1 seal"
 SEAL_ALL_INFO = b"coutil/v1 seal all"
 _ZERO_NONCE = bytes(12)
-_RAW = serialization.Encoding.Raw
-_RAW_PUBLIC = serialization.PublicFormat.Raw
 
 
 class CryptoError(Exception):
@@ -53,13 +56,13 @@ def _check_key_bytes(value: bytes, what: str) -> bytes:
 class SigningKey:
     """An Ed25519 signing key (a subject's per-round identity, or the collector's long-term key)."""
 
-    __slots__ = ("_key", "public", "seed")
+    __slots__ = ("_expanded", "public", "seed")
 
     def __init__(self, seed: bytes) -> None:
         self.seed = _check_key_bytes(seed, "an Ed25519 seed")
-        self._key = Ed25519PrivateKey.from_private_bytes(self.seed)
+        public, self._expanded = sodium.crypto_sign_seed_keypair(self.seed)
         #: The 32-byte public key (the party's identity on the wire).
-        self.public: bytes = self._key.public_key().public_bytes(_RAW, _RAW_PUBLIC)
+        self.public: bytes = public
 
     @classmethod
     def generate(cls, rng: RandomSource) -> SigningKey:
@@ -70,7 +73,8 @@ class SigningKey:
         return cls(seed)
 
     def sign(self, data: bytes) -> bytes:
-        return self._key.sign(data)
+        signed: bytes = sodium.crypto_sign(data, self._expanded)  # signature || data
+        return signed[:SIGNATURE_BYTES]
 
     def __repr__(self) -> str:  # never show the seed
         return f"SigningKey(public={self.public.hex()})"
@@ -84,34 +88,21 @@ def verify(public: bytes, data: bytes, signature: bytes) -> bool:
     if len(public) != KEY_BYTES or len(signature) != SIGNATURE_BYTES:
         return False
     try:
-        _ed25519_public(bytes(public)).verify(signature, data)
-    except (InvalidSignature, ValueError):
+        sodium.crypto_sign_open(bytes(signature) + bytes(data), bytes(public))
+    except (nacl.exceptions.CryptoError, nacl.exceptions.TypeError, nacl.exceptions.ValueError):
         return False
     return True
-
-
-# A subject signs about a dozen messages per round and every member's run keys are used by every
-# member: parsing a public key costs a tenth of what using it does, so the parsed keys are kept.
-@functools.lru_cache(maxsize=1 << 16)
-def _ed25519_public(public: bytes) -> Ed25519PublicKey:
-    return Ed25519PublicKey.from_public_bytes(public)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _x25519_public(public: bytes) -> X25519PublicKey:
-    return X25519PublicKey.from_public_bytes(public)
 
 
 class KxKey:
     """An X25519 key pair (the collector's round key, a member's outer or inner run key)."""
 
-    __slots__ = ("_key", "public", "secret")
+    __slots__ = ("public", "secret")
 
     def __init__(self, secret: bytes) -> None:
         #: The 32 secret bytes as drawn (X25519 clamps them when used).
         self.secret = _check_key_bytes(secret, "an X25519 secret")
-        self._key = X25519PrivateKey.from_private_bytes(self.secret)
-        self.public: bytes = self._key.public_key().public_bytes(_RAW, _RAW_PUBLIC)
+        self.public: bytes = sodium.crypto_scalarmult_base(self.secret)
 
     @classmethod
     def generate(cls, rng: RandomSource) -> KxKey:
@@ -125,9 +116,10 @@ class KxKey:
         """X25519 shared secret; CryptoError for a malformed or low-order peer key (all-zero output)."""
         peer = _check_key_bytes(peer_public, "an X25519 public key")
         try:
-            return self._key.exchange(_x25519_public(bytes(peer)))
-        except ValueError as exc:
-            raise CryptoError(f"X25519 key agreement failed: {exc}") from None
+            shared: bytes = sodium.crypto_scalarmult(self.secret, peer)
+        except nacl.exceptions.RuntimeError:  # libsodium refuses an all-zero shared secret
+            raise CryptoError("X25519 key agreement failed: low-order peer key (all-zero shared secret)") from None
+        return shared
 
     def __repr__(self) -> str:  # never show the secret
         return f"KxKey(public={self.public.hex()})"

@@ -44,14 +44,17 @@ SSE/SST (see simulations/bench/bench_mdav.py).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import ThreadpoolController
 
 from coutil.errors import InputError
 from coutil.sdc.dataset import Dataset
@@ -117,7 +120,7 @@ def squared_distances(rows: FloatMatrix, point: FloatArray) -> FloatArray:
     rows = np.asarray(rows, dtype=np.float64)
     if rows.shape[0] < _COLUMN_LOOP_FROM:
         squares = np.square(rows - point)
-        return np.asarray(np.cumsum(squares, axis=1)[:, -1], dtype=np.float64)
+        return np.asarray(squares.cumsum(axis=1)[:, -1], dtype=np.float64)
     # Many rows: the same additions in the same order, a column at a time (2x faster than a cumsum
     # along short rows; bit-identical, which `tests/sdc/test_mdav.py` checks).
     columns = np.subtract(rows.T, point[:, None])
@@ -228,9 +231,29 @@ def mdav_reference(values: FloatMatrix, k: int) -> Microaggregation:
 
 
 #: A multithreaded BLAS makes the scanner's thin float32 matrix-vector product several times slower
-#: (5 s -> 28 s at n = 10^5 on 2 busy cores), so BLAS is used only when the environment pins it to one
-#: thread; otherwise numpy's own einsum loop (about 1.4x slower than single-threaded BLAS) does it.
-_SINGLE_THREADED_BLAS = any(os.environ.get(name) == "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"))
+#: (5 s -> 28 s at n = 10^5 on 2 busy cores: the threads spin for each small product), while a
+#: single-threaded BLAS is about 1.5x faster than numpy's own einsum loop. So the MDAV loop pins BLAS
+#: to one thread for its duration (threadpoolctl, which finds the BLAS numpy loaded); where that is
+#: not possible (no BLAS it knows) the scanner falls back to einsum.
+_BLAS_PINNED_BY_ENVIRONMENT = any(
+    os.environ.get(name) == "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+)
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()  # inspects the loaded libraries: a few ms, so once
+
+
+@contextlib.contextmanager
+def _single_threaded_blas() -> Iterator[bool]:
+    """Limit BLAS to one thread inside the block; yield whether every loaded BLAS now uses one."""
+    blas = _blas_controller().select(user_api="blas")
+    if not blas.lib_controllers:
+        yield _BLAS_PINNED_BY_ENVIRONMENT
+        return
+    with blas.limit(limits=1):
+        yield all(info.get("num_threads") == 1 for info in blas.info())
 
 
 class _Scanner:
@@ -245,8 +268,10 @@ class _Scanner:
     squeezed out when a quarter of the columns are dead.
     """
 
-    def __init__(self, grid: FloatMatrix, alive: NDArray[np.bool_]) -> None:
+    def __init__(self, grid: FloatMatrix, alive: NDArray[np.bool_], use_blas: bool = False) -> None:
         self.grid = grid
+        #: BLAS ``sdot``-based product (only when BLAS runs single-threaded, see `_single_threaded_blas`).
+        self.use_blas = use_blas
         self.alive = alive
         self.m = grid.shape[1]
         self.slot_of = np.full(grid.shape[0], -1, dtype=np.intp)
@@ -284,7 +309,7 @@ class _Scanner:
         weights = np.empty(self.m + 1, dtype=np.float32)
         weights[: self.m] = -2.0 * shifted
         weights[self.m] = 1.0
-        if _SINGLE_THREADED_BLAS:
+        if self.use_blas:
             np.dot(weights, self.columns, out=self.buffer)
         else:
             np.einsum("i,ij->j", weights, self.columns, out=self.buffer)
@@ -301,11 +326,11 @@ class _Scanner:
         """The remaining record farthest from ``point`` (ties: smallest index), reusing its scan if given."""
         if approx is None:
             approx, _, error = self.scan(point)
-        top = int(np.argmax(approx))
+        top = int(approx.argmax())
         if not self.alive[self.records[top]]:
             approx = np.where(self.alive[self.records], approx, -np.inf).astype(np.float32)
-            top = int(np.argmax(approx))
-        candidates = self._alive_slots(np.flatnonzero(approx >= float(approx[top]) - 2.0 * error))
+            top = int(approx.argmax())
+        candidates = self._alive_slots((approx >= float(approx[top]) - 2.0 * error).nonzero()[0])
         d = squared_distances(self.grid[candidates], point)
         best = d.max()
         return int(candidates[d == best].min())
@@ -337,7 +362,7 @@ class _Scanner:
         point = self.grid[centre]
         reach = self.kth_distance
         while True:
-            records = self._alive_slots(np.flatnonzero(approx <= reach - norm + error))
+            records = self._alive_slots((approx <= reach - norm + error).nonzero()[0])
             records = records[records != centre]
             if records.size >= count:
                 d = squared_distances(self.grid[records], point)
@@ -356,6 +381,11 @@ class _Scanner:
 
 def _mdav_labels(data: GridData, k: int, on_group: GroupCallback | None = None) -> IntArray:
     """Exact MDAV group labels on grid data (the fast path shared by `mdav` and `mdav_partitioned`)."""
+    with _single_threaded_blas() as use_blas:
+        return _mdav_loop(data, k, on_group, use_blas)
+
+
+def _mdav_loop(data: GridData, k: int, on_group: GroupCallback | None, use_blas: bool) -> IntArray:
     grid = data.values
     n = grid.shape[0]
     alive = np.ones(n, dtype=bool)
@@ -363,7 +393,7 @@ def _mdav_labels(data: GridData, k: int, on_group: GroupCallback | None = None) 
     integer_sum = data.integers.sum(axis=0)
     remaining = n
     label = 0
-    scanner = _Scanner(grid, alive)
+    scanner = _Scanner(grid, alive, use_blas)
 
     def form_group(centre: int) -> tuple[NDArray[np.float32], float, float, IntArray]:
         """Group ``centre`` with its k-1 nearest; return its scan (for the farthest-from-centre step)."""

@@ -28,10 +28,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-# A multithreaded BLAS makes MDAV's thin matrix-vector products slower (much slower on a busy machine);
-# set before numpy loads. Override by exporting OPENBLAS_NUM_THREADS.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import numpy as np
 
 from coutil.sdc.mdav import mdav, mdav_partitioned, mdav_reference

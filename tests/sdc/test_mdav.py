@@ -10,6 +10,7 @@ import pytest
 from numpy.typing import NDArray
 
 from coutil.errors import InputError
+from coutil.sdc import mdav as mdav_module
 from coutil.sdc.dataset import Dataset, load_csv
 from coutil.sdc.mdav import (
     Microaggregation,
@@ -146,6 +147,33 @@ def test_fast_equals_reference_mid_size_with_ties() -> None:
     rng = np.random.default_rng(11)
     x = np.column_stack([rng.normal(size=4000), rng.integers(0, 5, 4000), np.round(rng.normal(size=4000), 1)])
     _check_sizes(_same(x, 5), 4000, 5)
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_blas_and_einsum_scans_form_the_same_groups(k: int) -> None:
+    # The scanner's product runs on BLAS (pinned to one thread) or on numpy's einsum: the candidates
+    # differ only within the error bound, so the groups must not.
+    rng = np.random.default_rng(5)
+    x = np.column_stack([rng.normal(size=3000), rng.integers(0, 4, 3000), rng.normal(size=(3000, 6))])
+    data = standardize_to_grid(x)
+    with_blas = mdav_module._mdav_loop(data, k, None, use_blas=True)
+    with_einsum = mdav_module._mdav_loop(data, k, None, use_blas=False)
+    assert with_blas.tolist() == with_einsum.tolist() == _oracle_labels(x, k)
+
+
+def test_blas_is_pinned_to_one_thread_only_inside_mdav() -> None:
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("numpy loaded no BLAS that threadpoolctl knows: the scanner uses einsum")
+    with mdav_module._single_threaded_blas() as pinned:
+        assert pinned
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
 
 
 # ---------------------------------------------------------------- API
