@@ -26,7 +26,7 @@ from typing import Any
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
-from coutil.net.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows
+from coutil.net.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows_by_qi
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Event, Node
 from coutil.sdc.dataset import Dataset
@@ -182,7 +182,7 @@ async def run_mqtt_round_async(
             pool = WorkerPool([
                 SubjectSlice(i, address, collector.public_key, config, data, rows, seed, limit,
                              options if options is not None else DriverOptions())
-                for i, rows in enumerate(split_rows(data.n, workers))
+                for i, rows in enumerate(split_rows_by_qi(data.select(list(config.qi)).values, workers))
             ])
             pool.start()
         watcher = asyncio.create_task(watch())

@@ -1,14 +1,15 @@
 """Subjects hosted in worker processes, so that a round on one machine uses every core.
 
 ``coutil run --workers N`` keeps the collector (and the embedded broker, if any) in the main process
-and hands the subjects, in N contiguous slices of the data set, to N worker processes. Each worker
-builds its subjects exactly as a single process would (`coutil.simulate.build_subject_nodes`: a
-subject's keys depend only on the seed and her row), hosts them multiplexed over one MQTT
-connection, streams their events (state changes, verdicts: never a confidential value) to the main
-process for the progress display and the trace, and reports its traffic counters and rejections
-when its subjects are done. The broker between them is the same as for a single process; only the
-CPU work is spread. Crossing a process boundary costs something: a message verified once by a
-process hosting both the collector and the subjects is verified once in each process here.
+and hands the subjects, in N slices of neighbouring QI vectors (`split_rows_by_qi`), to N worker
+processes. Each worker builds its subjects exactly as a single process would
+(`coutil.simulate.build_subject_nodes`: a subject's keys depend only on the seed and her row), hosts
+them multiplexed over one MQTT connection, streams their events (state changes, verdicts: never a
+confidential value) to the main process for the progress display and the trace, and reports its
+traffic counters and rejections when its subjects are done. The broker between them is the same as
+for a single process; only the CPU work is spread. Crossing a process boundary costs something: a
+message verified once by a process hosting both the collector and the subjects is verified once in
+each process that receives it here.
 
 Workers are started with the ``spawn`` method (no fork of a process running an event loop and the
 broker's threads). A worker that fails reports its error; the main process raises it.
@@ -25,6 +26,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from coutil.errors import CoutilError, ExitCode, NetworkError
 from coutil.net.hosting import host_nodes
@@ -72,12 +76,37 @@ class WorkerReport:
     exit_code: int | None = None
 
 
-def split_rows(n: int, workers: int) -> list[tuple[int, ...]]:
-    """``range(n)`` in ``workers`` contiguous slices of sizes differing by at most one."""
+def split_rows_by_qi(qi: NDArray[np.float64], workers: int) -> list[tuple[int, ...]]:
+    """The rows in ``workers`` slices of neighbouring QI vectors (sizes within one of n / workers).
+
+    A group message reaches every process that hosts one of the group's members, and each of them
+    receives and verifies it. MDAV groups neighbours in QI space, so slices cut by median splits
+    of the z-scored QIs (on the attribute of widest spread, recursively, in proportion to the
+    number of workers on each side) keep most groups inside one process: measured at 10^4 subjects
+    with two workers, a group message then reaches one worker instead of both. Which process
+    hosts a subject changes nothing else: her keys and messages depend only on the seed and her row.
+    """
     if workers < 1:
         raise ValueError("at least one worker")
-    bounds = [round(i * n / workers) for i in range(workers + 1)]
-    return [tuple(range(bounds[i], bounds[i + 1])) for i in range(workers)]
+    values = np.asarray(qi, dtype=np.float64).reshape(len(qi), -1)
+    spread = values.std(axis=0)
+    z = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0) if values.size else values
+    slices: list[tuple[int, ...]] = []
+
+    def split(index: NDArray[np.intp], parts: int) -> None:
+        if parts == 1:
+            slices.append(tuple(int(i) for i in np.sort(index)))
+            return
+        left_parts = parts // 2
+        cut = round(index.size * left_parts / parts)
+        sub = z[index]
+        axis = int(np.argmax(np.ptp(sub, axis=0))) if sub.shape[1] and index.size else 0
+        order = np.argsort(sub[:, axis], kind="stable") if sub.shape[1] else np.arange(index.size)
+        split(index[order[:cut]], left_parts)
+        split(index[order[cut:]], parts - left_parts)
+
+    split(np.arange(values.shape[0], dtype=np.intp), workers)
+    return slices
 
 
 def worker_main(task: SubjectSlice, channel: Any, stop: Any) -> None:
@@ -141,6 +170,7 @@ class WorkerPool:
         self._stop: Any = context.Event()
         self._processes = [context.Process(target=worker_main, args=(task, self._channel, self._stop), daemon=True,
                                            name=f"coutil-subjects-{task.worker}") for task in tasks]
+        self._rows = {task.worker: task.rows for task in tasks}
         self.reports: dict[int, WorkerReport] = {}
 
     def start(self) -> None:
@@ -223,8 +253,10 @@ class WorkerPool:
         return HostStats(per_node, main.elapsed, main.stopped_by, unsent, wire)
 
     def node_ids(self) -> list[str]:
-        """Subject ids in data set order (the slices are contiguous and in worker order)."""
-        return [node_id for worker in sorted(self.reports) for node_id in self.reports[worker].node_ids]
+        """Subject ids in data set order (a worker reports its ids in the order of its rows)."""
+        placed = [(row, node_id) for worker, report in self.reports.items()
+                  for row, node_id in zip(self._rows[worker], report.node_ids, strict=False)]
+        return [node_id for _, node_id in sorted(placed)]
 
     def rejections(self) -> Counter[str]:
         total: Counter[str] = Counter()

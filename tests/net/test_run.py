@@ -127,24 +127,53 @@ def test_run_with_subject_worker_processes(tmp_path: Path) -> None:
     assert len(trace_nodes) == 25  # the collector and every subject
 
 
+def test_worker_slices_partition_the_rows_by_qi_neighbourhood() -> None:
+    import numpy as np
+
+    from coutil.net.workers import split_rows_by_qi
+    from coutil.protocol.config import RoundConfig
+    from coutil.sdc.mdav import mdav
+    from coutil.simulate import synthetic_dataset
+
+    assert split_rows_by_qi(np.array([[5.0], [1.0], [4.0], [2.0], [3.0]]), 2) == [(1, 3), (0, 2, 4)]
+    rng = np.random.default_rng(3)
+    for n, workers in ((2, 3), (7, 2), (1001, 4), (10, 1)):
+        slices = split_rows_by_qi(rng.normal(size=(n, 2)), workers)
+        sizes = [len(rows) for rows in slices]
+        assert len(slices) == workers and max(sizes) - min(sizes) <= 1
+        assert sorted(i for rows in slices for i in rows) == list(range(n))
+        assert all(list(rows) == sorted(rows) for rows in slices)
+    # The point of it: MDAV groups (of neighbours) rarely straddle two workers; contiguous row
+    # slices of i.i.d. records put nearly every group across both.
+    config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=5)
+    data = synthetic_dataset(2000, config, 1)
+    qi = data.select(list(config.qi)).values
+    owner = np.empty(data.n, dtype=int)
+    for worker, rows in enumerate(split_rows_by_qi(qi, 2)):
+        owner[list(rows)] = worker
+    groups = mdav(qi, 5).groups
+    straddling = np.mean([len(set(owner[groups == g])) > 1 for g in range(int(groups.max()) + 1)])
+    assert straddling < 0.1, straddling
+
+
 def test_worker_slices_build_the_same_subjects() -> None:
-    from coutil.net.workers import split_rows
+    from coutil.net.workers import SubjectSlice, WorkerPool, WorkerReport, split_rows_by_qi
     from coutil.protocol.config import RoundConfig
     from coutil.simulate import build_round_nodes, build_subject_nodes, synthetic_dataset
 
-    assert split_rows(10, 3) == [(0, 1, 2), (3, 4, 5, 6), (7, 8, 9)]
-    for n, workers in ((2, 3), (7, 2), (10_001, 4)):
-        slices = split_rows(n, workers)
-        sizes = [len(rows) for rows in slices]
-        assert [i for rows in slices for i in rows] == list(range(n)) and max(sizes) - min(sizes) <= 1
     config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=3)
     data = synthetic_dataset(12, config, 5)
     whole = build_round_nodes(data, config, seed=5)
-    pieces = [build_subject_nodes(data, config, whole.collector.public_key, seed=5, rows=rows)
-              for rows in split_rows(data.n, 3)]
-    assert [key for nodes, _ in pieces for key in (n.public_key for n in nodes)] == \
-        [n.public_key for n in whole.subjects]
-    assert [i for _, ids in pieces for i in ids] == whole.node_ids
+    slices = split_rows_by_qi(data.select(list(config.qi)).values, 3)
+    pieces = [build_subject_nodes(data, config, whole.collector.public_key, seed=5, rows=rows) for rows in slices]
+    by_row = {row: node.public_key for rows, (nodes, _) in zip(slices, pieces, strict=True)
+              for row, node in zip(rows, nodes, strict=True)}
+    assert [by_row[i] for i in range(data.n)] == [n.public_key for n in whole.subjects]
+    # The pool reports the workers' ids in data set order, whichever rows each worker hosted.
+    pool = WorkerPool([SubjectSlice(i, None, b"", config, data, rows, 5, 1.0, None)  # type: ignore[arg-type]
+                       for i, rows in enumerate(slices)])
+    pool.reports = {i: WorkerReport(i, node_ids=ids) for i, (_, ids) in reversed(list(enumerate(pieces)))}
+    assert pool.node_ids() == whole.node_ids
 
 
 def test_run_exits_4_when_a_subject_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
