@@ -1,13 +1,15 @@
 """The protocol's cryptography against published RFC vectors and an independent re-derivation.
 
 Oracles: RFC 8032 §7.1 (Ed25519 test 1), RFC 7748 §6.1 (X25519), RFC 5869 A.1 (HKDF-SHA256), and
-the `cryptography` package's own HKDF/X25519/ChaCha20-Poly1305 used step by step as in SPEC §8.1.
+the `cryptography` package's own Ed25519/HKDF/X25519/ChaCha20-Poly1305 (OpenSSL), used step by step as in
+SPEC §8.1: coutil's curve operations run on libsodium (PyNaCl), so these are two implementations.
 """
 
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -54,6 +56,32 @@ def test_x25519_rfc7748() -> None:
     assert bob.public.hex() == "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"
     shared = "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"
     assert alice.exchange(bob.public).hex() == shared == bob.exchange(alice.public).hex()
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.binary(min_size=32, max_size=32), data=st.binary(max_size=300), flip=st.integers(0, 63))
+def test_ed25519_equals_openssl_both_ways(seed: bytes, data: bytes, flip: int) -> None:
+    raw = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    theirs = Ed25519PrivateKey.from_private_bytes(seed)
+    ours = crypto.SigningKey.from_seed(seed)
+    assert ours.public == theirs.public_key().public_bytes(*raw)
+    signature = ours.sign(data)
+    assert signature == theirs.sign(data)  # deterministic signatures: the same bytes
+    assert crypto.verify(ours.public, data, signature)
+    forged = bytearray(signature)
+    forged[flip] ^= 1
+    assert not crypto.verify(ours.public, data, bytes(forged))
+    assert not crypto.verify(ours.public, data + b"x", signature)
+
+
+@settings(max_examples=50, deadline=None)
+@given(mine=st.binary(min_size=32, max_size=32), theirs=st.binary(min_size=32, max_size=32))
+def test_x25519_equals_openssl(mine: bytes, theirs: bytes) -> None:
+    raw = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    peer = X25519PrivateKey.from_private_bytes(theirs).public_key()
+    key = crypto.KxKey.from_secret(mine)
+    assert key.public == X25519PrivateKey.from_private_bytes(mine).public_key().public_bytes(*raw)
+    assert key.exchange(peer.public_bytes(*raw)) == X25519PrivateKey.from_private_bytes(mine).exchange(peer)
 
 
 def test_x25519_low_order_point_is_a_crypto_error() -> None:
