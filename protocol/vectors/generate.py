@@ -145,6 +145,10 @@ def _body(message: Message) -> list[Any]:
     return body
 
 
+#: The encoding of the Ed25519 identity point (a point of small order).
+SMALL_ORDER_POINT = b"\x01" + bytes(31)
+
+
 def invalid_file() -> dict[str, Any]:
     s = SUBJECTS[1]
     submit = Submit(ROUND_ID, s.public, 0, 1, b"onion")
@@ -201,6 +205,10 @@ def invalid_file() -> dict[str, Any]:
         ("flipped signature bit", "bad_signature", _pack([1, payload, bytes([sig[0] ^ 1]) + sig[1:]]), {}),
         ("signed by another key than the sender", "bad_signature", _envelope(payload, SUBJECTS[0]), {}),
         ("signature without the domain prefix", "bad_signature", _pack([1, payload, s.sign(payload)]), {}),
+        # The identity point as sender key and as R, with S = 0: the cofactorless equation holds for every
+        # message, so plain RFC 8032 verification (OpenSSL's) accepts it. SPEC §8 rejects small-order points.
+        ("small-order sender key, identity signature", "bad_signature",
+         _pack([1, _pack(change(sb, 2, SMALL_ORDER_POINT)), SMALL_ORDER_POINT + bytes(32)]), {}),
         ("message above max_message_bytes", "oversized",
          codec.encode(Submit(ROUND_ID, s.public, 0, 1, bytes(1000)), s), {"max_message_bytes": 1024}),
         ("array of 4097 entries", "oversized", signed(change(_body(Batch(ROUND_ID, s.public, 0, 1, 2, ())), 6,
