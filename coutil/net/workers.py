@@ -88,9 +88,13 @@ def split_rows_by_qi(qi: NDArray[np.float64], workers: int) -> list[tuple[int, .
     """
     if workers < 1:
         raise ValueError("at least one worker")
-    values = np.asarray(qi, dtype=np.float64).reshape(len(qi), -1)
+    values = np.asarray(qi, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    if values.shape[0] == 0:
+        return [() for _ in range(workers)]
     spread = values.std(axis=0)
-    z = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0) if values.size else values
+    z = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     slices: list[tuple[int, ...]] = []
 
     def split(index: NDArray[np.intp], parts: int) -> None:

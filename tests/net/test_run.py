@@ -136,6 +136,9 @@ def test_worker_slices_partition_the_rows_by_qi_neighbourhood() -> None:
     from coutil.simulate import synthetic_dataset
 
     assert split_rows_by_qi(np.array([[5.0], [1.0], [4.0], [2.0], [3.0]]), 2) == [(1, 3), (0, 2, 4)]
+    assert split_rows_by_qi(np.array([5.0, 1.0, 4.0]), 3) == [(1,), (2,), (0,)]
+    assert split_rows_by_qi(np.zeros((0, 2)), 2) == [(), ()]
+    assert split_rows_by_qi(np.ones((4, 2)), 2) == [(0, 1), (2, 3)]  # all equal: halves, in row order
     rng = np.random.default_rng(3)
     for n, workers in ((2, 3), (7, 2), (1001, 4), (10, 1)):
         slices = split_rows_by_qi(rng.normal(size=(n, 2)), workers)
