@@ -3,8 +3,9 @@
 Reproduce with ``python simulations/make_default_dataset.py`` (no network; fixed seed, so the file is
 byte-for-byte the same every time; ``--check`` only verifies that the shipped file is up to date).
 
-2,000 fictitious respondents. Quasi-identifier-like attributes: ``age`` (years, 18-85),
-``height_cm`` (integer cm), ``weight_kg`` (one decimal), ``hours_worked`` (per week, integer).
+10,000 fictitious respondents (enough for ``coutil run --subjects 10000``). Quasi-identifier-like
+attributes: ``age`` (years, 18-85), ``height_cm`` (integer cm), ``weight_kg`` (one decimal),
+``hours_worked`` (per week, integer).
 Confidential-like attributes: ``income`` (yearly, rounded to 100), ``savings`` (rounded to 100),
 ``medical_spend`` (yearly, rounded to 10). All positive. The dependencies are the ones a survey
 team would expect: height depends on a hidden sex, weight on height and age (through BMI), hours
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 SEED = 20240611
-N_RECORDS = 2000
+N_RECORDS = 10_000
 HEADER = ("age", "height_cm", "weight_kg", "hours_worked", "income", "savings", "medical_spend")
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "coutil" / "data" / "survey.csv"
 

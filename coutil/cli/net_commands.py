@@ -26,7 +26,7 @@ from coutil.errors import CoutilError, ExitCode, InputError, NetworkError
 from coutil.protocol.config import RoundConfig
 from coutil.sdc.dataset import Dataset, load_csv
 
-#: The shipped synthetic survey (2,000 fictitious respondents; simulations/make_default_dataset.py).
+#: The shipped synthetic survey (10,000 fictitious respondents; simulations/make_default_dataset.py).
 DEFAULT_QI = ("age", "height_cm", "weight_kg", "hours_worked")
 DEFAULT_CONFIDENTIAL = ("income", "savings", "medical_spend")
 PHASES = ("registration", "sharing", "auditing")
@@ -81,7 +81,8 @@ def _load_subjects(data: Path | None, config: RoundConfig, subjects: int | None)
         if subjects < 1:
             raise InputError(f"bad --subjects {subjects}: expected a positive number")
         if subjects > dataset.n:
-            raise InputError(f"--subjects {subjects}: {path} has only {dataset.n} records")
+            raise InputError(f"--subjects {subjects}: {path} has only {dataset.n} records "
+                             "(pass --data FILE.csv with at least that many)")
         dataset = Dataset(dataset.names, dataset.values[:subjects], dataset.source, dataset.ordinal)
     if dataset.n < config.k:
         raise InputError(f"{dataset.n} subjects cannot form a group of k = {config.k}")
@@ -204,6 +205,13 @@ def run_round_command(
         err_console.print(_summary_table(summary, broker or "embedded amqtt on 127.0.0.1"))
         err_console.print(f"outputs written to {out}/ (release.csv, manifest.json, audit.json, trace.jsonl, "
                           "report.json)")
+    broker_drops = summary.get("dropped", {}).get("broker", 0)
+    if broker_drops:
+        err_console.print(
+            f"[yellow]note:[/] the broker dropped {broker_drops} messages during the round; the protocol re-sent "
+            "them, which costs time. mosquitto drops QoS 1 messages to a client beyond max_queued_messages "
+            "(1000 by default): see docker/mosquitto/mosquitto.conf (max_queued_messages 200000)."
+        )
     if not report.completed:
         raise RoundIncompleteError(
             f"the round did not complete (phase {summary['phase']}, stopped by {summary['stop_reason']})"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coutil.net.broker_drops import BrokerDropCounter
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
@@ -201,6 +202,7 @@ async def run_mqtt_round_async(
             if pool is not None:
                 pool.close()
 
+    broker_drops: int | None = None
     if broker is None:
         # amqtt matches every message against every subscription: subscribe to covers (see DriverOptions).
         options = dataclasses.replace(options if options is not None else DriverOptions(), coarse_subscriptions=True)
@@ -208,7 +210,13 @@ async def run_mqtt_round_async(
         async with BrokerProcess() as embedded:
             stats = await host(embedded.url)
     else:
-        stats = await host(broker)
+        # The broker's own drop counter, when it publishes one: the protocol recovers dropped
+        # messages by re-sending, so a user would otherwise see only a slow round.
+        address = broker if isinstance(broker, BrokerAddress) else parse_broker_url(broker)
+        counter = BrokerDropCounter(address)
+        async with counter.following():
+            stats = await host(address)
+        broker_drops = counter.dropped
     tracker.close()
     if progress is not None:
         progress(tracker.phase, tracker.fraction_past())
@@ -233,7 +241,7 @@ async def run_mqtt_round_async(
         traffic=_traffic(stats, collector.client_id),
         rejections=dict(rejections),
         events=sum(tracker.kinds.values()),
-        dropped={"driver": stats.drops},
+        dropped={"driver": stats.drops, **({"broker": broker_drops} if broker_drops is not None else {})},
         vanished=[],
         subject_states={k: v for k, v in tracker.states.items() if v},
         sids=node_ids,

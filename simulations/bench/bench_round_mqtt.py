@@ -35,18 +35,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import multiprocessing
 import platform
 import resource
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiomqtt
 from private_mosquitto import BASE_SETTINGS, mosquitto_binary, private_mosquitto
 
 from coutil.net.round import local_swarm_timing, run_mqtt_round_async
@@ -59,67 +56,16 @@ PHASES = ("registration", "sharing", "auditing")
 MOSQUITTO_SETTINGS = BASE_SETTINGS + (
     "max_queued_messages 200000\nmax_inflight_messages 100\nmax_connections -1\nsys_interval 1\n"
 )
-DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"
-
-
-class _DropCounter:
-    """Follows mosquitto's ``$SYS`` counter of dropped messages during a run."""
-
-    def __init__(self, url: str) -> None:
-        host, port = url.removeprefix("mqtt://").rsplit(":", 1)
-        self.host, self.port = host, int(port)
-        self.first: int | None = None
-        self.last: int | None = None
-        self.updates = 0
-
-    @contextlib.asynccontextmanager
-    async def following(self) -> AsyncIterator[None]:
-        async with aiomqtt.Client(self.host, self.port, identifier=f"bench-sys-{self.port}") as client:
-            await client.subscribe(DROPPED_TOPIC, qos=0)
-
-            async def read() -> None:
-                async for message in client.messages:
-                    payload = message.payload
-                    if isinstance(payload, bytes | bytearray):
-                        value = int(bytes(payload))
-                        self.first = value if self.first is None else self.first
-                        self.last = value
-                        self.updates += 1
-
-            reader = asyncio.create_task(read())
-            try:
-                yield
-                # The counter is published every second: wait for one update after the round.
-                seen = self.updates
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(3.0):
-                        while self.updates == seen:
-                            await asyncio.sleep(0.05)
-            finally:
-                reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
-
-    @property
-    def dropped(self) -> int | None:
-        if self.last is None:
-            return None
-        return self.last - (self.first or 0)
 
 
 async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, workers: int) -> dict[str, Any]:
     config = RoundConfig.from_mapping({"qi": ("age", "height"), "confidential": ("income", "savings"), "k": k,
                                        "expected_subjects": n, **local_swarm_timing(n)})
     data = synthetic_dataset(n, config, seed)
-    counter = _DropCounter(broker) if broker is not None else None
     started = time.perf_counter()
-    if counter is not None:
-        async with counter.following():
-            report, stats = await run_mqtt_round_async(data, config, seed=seed, broker=broker,
-                                                       shared_connection=hosting == "multiplexed", workers=workers)
-    else:
-        report, stats = await run_mqtt_round_async(data, config, seed=seed, broker=None,
-                                                   shared_connection=hosting == "multiplexed", workers=workers)
+    # With a broker URL the round follows mosquitto's $SYS drop counter itself (report.dropped["broker"]).
+    report, stats = await run_mqtt_round_async(data, config, seed=seed, broker=broker,
+                                               shared_connection=hosting == "multiplexed", workers=workers)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = stats.elapsed
@@ -155,7 +101,7 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
         "rejections": summary["rejections"],
         "driver_drops": network["drops"],
         "reconnects": network["reconnects"],
-        "broker_drops": None if counter is None else counter.dropped,
+        "broker_drops": report.dropped.get("broker"),
         "goal_s": GOAL_SECONDS.get(n),
         "meets_goal": None if n not in GOAL_SECONDS else bool(summary["completed"] and wall <= GOAL_SECONDS[n]),
     }

@@ -62,6 +62,7 @@ def test_run_embedded_broker(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["completed"] is True and summary["broker"] == "embedded"
+    assert "broker" not in summary["dropped"]  # amqtt publishes no drop counter: unknown, not 0
     _check_outputs(out, 23, 4)
 
 
@@ -75,8 +76,36 @@ def test_run_over_private_mosquitto(tmp_path: Path) -> None:
     finally:
         broker.stop()
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["network"]["drops"] == 0
+    summary = json.loads(result.stdout)
+    assert summary["network"]["drops"] == 0
+    # mosquitto publishes its drop counter (every 10 s by default): known, and none dropped here.
+    assert summary["dropped"].get("broker", 0) == 0
     _check_outputs(out, 30, 5)
+
+
+@pytest.mark.broker
+def test_run_reports_the_messages_a_starved_mosquitto_dropped(tmp_path: Path) -> None:
+    """A mosquitto that queues at most 10 messages per client drops part of every burst; the round still
+    completes (re-sends), and `coutil run` says how many the broker dropped and what to change."""
+    from tests.net.helpers import free_port
+
+    port = free_port()
+    broker = Mosquitto(tmp_path, port=port, config_text=(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n"
+        "max_queued_messages 10\nmax_inflight_messages 10\nsys_interval 1\n"))
+    broker.start()
+    try:
+        out = tmp_path / "run"
+        result = _coutil("run", "--subjects", "40", "--k", "4", "--broker", broker.url, "--out", str(out), "--json")
+    finally:
+        broker.stop()
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    dropped = summary["dropped"]["broker"]
+    assert dropped > 0, summary["dropped"]
+    assert f"the broker dropped {dropped} messages" in " ".join(result.stderr.split())
+    assert "max_queued_messages" in result.stderr and "Traceback" not in result.stderr
+    _check_outputs(out, 40, 4)
 
 
 def test_run_bad_inputs_exit_2_or_6(tmp_path: Path) -> None:
@@ -85,6 +114,8 @@ def test_run_bad_inputs_exit_2_or_6(tmp_path: Path) -> None:
     assert "nosuch" in bad_column.stderr and "Traceback" not in bad_column.stderr
     too_few = _coutil("run", "--subjects", "3", "--k", "5", "--out", str(tmp_path / "b"))
     assert too_few.returncode == 2 and "k = 5" in too_few.stderr
+    too_many = _coutil("run", "--subjects", "10001", "--out", str(tmp_path / "e"))
+    assert too_many.returncode == 2 and "has only 10000 records" in too_many.stderr and "--data" in too_many.stderr
     bad_url = _coutil("run", "--broker", "http://x", "--out", str(tmp_path / "c"))
     assert bad_url.returncode == 2 and "mqtt://" in bad_url.stderr
     from tests.net.helpers import free_port
