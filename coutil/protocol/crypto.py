@@ -9,11 +9,12 @@ Every sealed message is exactly `SEAL_OVERHEAD` bytes longer than its plaintext:
 plaintexts give equal-size ciphertexts at every step of a shuffle, so sizes link nothing.
 
 Libraries: the curve operations (Ed25519, X25519) run on libsodium through PyNaCl, whose Ed25519
-verification is twice as fast as OpenSSL's through `cryptography` (65 against 134 microseconds here;
-a round verifies about ten signatures per subject) and its X25519 public-key derivation 1.7x; the
-AEAD stays on `cryptography` (3 against 5.5 microseconds per message). Both follow the RFCs bit for bit
-(deterministic Ed25519 signatures, clamped X25519 scalars): tests/protocol/test_crypto.py re-derives
-every construction with `cryptography` alone.
+verification is about twice as fast as OpenSSL's through `cryptography` (a round verifies about ten
+signatures per subject), its signing 1.6x and its X25519 public-key derivation 1.9x; the AEAD stays
+on `cryptography`, twice as fast as libsodium's (simulations/bench/bench_crypto.py measures all of
+it). Both follow the RFCs bit for bit (deterministic Ed25519 signatures, clamped X25519 scalars):
+tests/protocol/test_crypto.py re-derives every construction with `cryptography` alone. libsodium's
+verification also rejects small-order keys and R, which SPEC §8 requires.
 """
 
 from __future__ import annotations
