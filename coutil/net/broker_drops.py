@@ -89,6 +89,6 @@ class BrokerDropCounter:
     @property
     def dropped(self) -> int | None:
         """Messages the broker dropped since the first reading; None when it published no counter."""
-        if self.last is None or self.first is None:
+        if self.last is None or self.first is None:  # both are set by the first reading
             return None
         return self.last - self.first
