@@ -64,6 +64,18 @@ class CheckFailedError(CoutilError):
     exit_code = ExitCode.CHECK_FAILED
 
 
+class RoundIncompleteError(CoutilError):
+    """A protocol round did not complete, or left a live subject out (exit code 4)."""
+
+    exit_code = ExitCode.ROUND_INCOMPLETE
+
+
+class ComplaintError(CoutilError):
+    """The round completed but a subject complained (exit code 5)."""
+
+    exit_code = ExitCode.COMPLAINT
+
+
 class NetworkError(CoutilError):
     """The broker or network failed (exit code 6)."""
 

@@ -44,12 +44,12 @@ def version_command() -> None:
 
 def _register_all() -> None:
     # Imported here so that `import coutil.cli` stays cheap and each family stays in its own module.
-    from coutil.cli import audit_commands, net_commands, protocol_commands, sdc_commands
+    from coutil.cli import audit_commands, round_commands, sdc_commands, service_commands
 
     sdc_commands.register(app)
     audit_commands.register(app)
-    protocol_commands.register(app)
-    net_commands.register(app)
+    round_commands.register(app)
+    service_commands.register(app)
 
 
 _register_all()

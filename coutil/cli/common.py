@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from typer.core import TyperCommand, TyperGroup
 
 from coutil.errors import InputError
@@ -111,3 +119,21 @@ class OneLineErrorsGroup(TyperGroup):
             if _is_help_request(exc):
                 raise
             raise _one_line_usage_error(exc, ctx) from None
+
+
+def phase_progress(bars: Progress, phases: Sequence[str], total: int) -> Callable[[str, float], None]:
+    """A progress callback for a round: one bar per collector phase, earlier bars filled when a
+    later phase starts, phases outside ``phases`` (created, done, aborted) not shown."""
+    tasks: dict[str, TaskID] = {}
+
+    def on_progress(phase: str, fraction: float) -> None:
+        if phase not in phases:
+            return
+        for earlier in phases[: phases.index(phase)]:
+            if earlier in tasks:
+                bars.update(tasks[earlier], completed=total)
+        if phase not in tasks:
+            tasks[phase] = bars.add_task(str(phase), total=total)
+        bars.update(tasks[phase], completed=round(fraction * total))
+
+    return on_progress

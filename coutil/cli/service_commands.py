@@ -1,7 +1,7 @@
 """`coutil collector serve|export` and `coutil subject join|swarm`: the deployed roles.
 
-``collector serve`` runs rounds against a broker, committing everything it acknowledges to SQLite
-(`coutil.collector.service`); it prints one JSON line per round event on stderr (structured logs,
+``collector serve`` runs rounds against a broker (`coutil.collector.serve`), committing everything it
+acknowledges to SQLite (`coutil.collector.service`); it prints one JSON line per round event on stderr (structured logs,
 never a confidential value). ``subject join`` takes one person through the current round and prints
 her audit verdict; ``subject swarm`` hosts many simulated subjects in one process (the docker
 ``subjects`` service).
@@ -10,9 +10,6 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,18 +17,12 @@ import numpy as np
 import typer
 
 from coutil.cli.common import emit_json, err_console
-from coutil.errors import ExitCode, InputError, NetworkError
+from coutil.errors import ExitCode, InputError
 
 collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
 subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
 
 BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt[s]://[user:pass@]host:port")]
-
-
-def _log(**fields: Any) -> None:
-    """One structured log line (JSON) on stderr."""
-    sys.stderr.write(json.dumps({"t": round(time.time(), 3), **fields}, default=str) + "\n")
-    sys.stderr.flush()
 
 
 def _parse_key(text: str | None) -> bytes | None:
@@ -52,6 +43,9 @@ def serve_command(
     db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
     config: Annotated[Path | None, typer.Option("--config", help="Round TOML (a \\[round] table).",
                                                 show_default=False)] = None,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="Override one key of the round file "
+                                                   "(k=3, round.register_window=60; repeatable).",
+                                                   show_default=False)] = None,
     qi: Annotated[str | None, typer.Option("--qi", help="QI columns (default: the shipped survey's).",
                                            show_default=False)] = None,
     confidential: Annotated[str | None, typer.Option("--confidential", help="Confidential columns.",
@@ -64,45 +58,15 @@ def serve_command(
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds to run before exiting (0: forever).")] = 1,
 ) -> None:
     """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
-    from coutil.cli.net_commands import build_config
-    from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
-    from coutil.collector.storage import CollectorStore
-    from coutil.net.hosting import host_nodes
+    from coutil.collector.serve import serve_rounds
     from coutil.net.mqtt import parse_broker_url
+    from coutil.round.setup import load_round_spec
 
     address = parse_broker_url(broker)
-    round_config = build_config(config, qi, confidential, k,
-                                {"register_window": register_window, "expected_subjects": expected})
-    secret = load_or_create_secret(db)
-    done = 0
-    with CollectorStore(db) as store:
-        while rounds == 0 or done < rounds:
-            opened = open_round(store, secret, round_config, time.time())
-            collector = opened.collector
-            _log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
-                 collector_key=collector.node.public_key.hex())
-            limit = (round_config.register_window + round_config.audit_window
-                     + 200 * round_config.step_timeout)
-
-            def on_event(node_id: str, event: Any) -> None:
-                _log(event=event.kind, **{k: v for k, v in dict(event.data).items() if not isinstance(v, bytes)})
-
-            def finished(c: PersistentCollector = collector) -> bool:
-                return c.finished
-
-            try:
-                stats = asyncio.run(host_nodes([collector], address, stop_when=finished, timeout=limit,
-                                               on_event=on_event))
-            except OSError as exc:
-                raise NetworkError(f"network error: {exc}") from None
-            outcome = collector.node.outcome()
-            _log(event="round_end", round=collector.round_id.hex(), completed=outcome.completed,
-                 phase=outcome.phase, registered=outcome.registered, released_rows=int(outcome.rows.shape[0]),
-                 verdicts=len(outcome.verdicts), accepted=sum(1 for v in outcome.verdicts if v["accept"]),
-                 stopped_by=stats.stopped_by)
-            if not outcome.completed:
-                store.set_phase(collector.round_id, "aborted", time.time())
-            done += 1
+    spec = load_round_spec(config, sets=tuple(sets or ()), qi=qi, confidential=confidential, k=k,
+                           round_overrides={"register_window": register_window, "expected_subjects": expected})
+    spec.require("coutil collector serve", simulated_network=False)
+    serve_rounds(address, db, spec.config, rounds=rounds)
 
 
 @collector_app.command("export")
@@ -173,7 +137,7 @@ def join_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
 ) -> None:
     """Take one subject through the current round and print her audit verdict."""
-    from coutil.net.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 60.0),
@@ -222,8 +186,8 @@ def swarm_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
     """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
-    from coutil.cli.net_commands import default_data_path
-    from coutil.net.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.round.setup import default_data_path
+    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     if count < 1:

@@ -53,6 +53,7 @@ from coutil.net.mqtt import (
     parse_broker_url,
     publish_window,
 )
+from coutil.net.routing import SubscriptionIndex
 from coutil.protocol import topics
 from coutil.protocol.node import Node, Outgoing
 
@@ -66,7 +67,6 @@ SUBSCRIBE_FIRST_PATIENCE = 2.0
 FILTERS_PER_PACKET = 500
 #: Topics whose last message a multiplexed connection keeps, to hand to a node that subscribes later
 #: (the broker re-sends a retained message only on a new SUBSCRIBE, and the connection already has one).
-BULLETIN_SUFFIXES = ("/announce", "/c/roster", "/c/release")
 #: Seconds granted to a closing connection for the broker's side of the DISCONNECT.
 DISCONNECT_TIMEOUT = 2.0
 #: Seconds between two cancellations of a task that survived one (see `cancel_and_wait`).
@@ -175,8 +175,7 @@ class _Connection:
         self.sending_set: set[int] = set()
         #: Broker-side subscriptions with the number of hosted node filters they serve.
         self.refcount: dict[str, int] = {}
-        self.exact: dict[str, set[_HostedNode]] = {}
-        self.wildcard: dict[str, set[_HostedNode]] = {}
+        self.routes: SubscriptionIndex[_HostedNode] = SubscriptionIndex()
         self.bulletins: dict[str, bytes] = {}
         #: An exception a node raised while handling a message (a bug: it ends hosting).
         self.error: BaseException | None = None
@@ -192,8 +191,7 @@ class _Connection:
     def reset(self) -> None:
         """Clean session: the broker forgot every subscription."""
         self.refcount.clear()
-        self.exact.clear()
-        self.wildcard.clear()
+        self.routes.clear()
         for hosted in self.nodes:
             hosted.subscribed = frozenset()
             hosted.synced_version = -1
@@ -205,11 +203,7 @@ class _Connection:
             hosted.traffic.connected = connected
 
     def targets(self, topic: str) -> set[_HostedNode]:
-        found = set(self.exact.get(topic, ()))
-        for topic_filter, nodes in self.wildcard.items():
-            if topics.matches(topic_filter, topic):
-                found.update(nodes)
-        return found
+        return self.routes.match(topic)
 
     def route(self, hosted: _HostedNode, wanted: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
         """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed)."""
@@ -217,8 +211,7 @@ class _Connection:
         gone_filters: list[str] = []
         shared: list[str] = []
         for topic_filter in wanted - hosted.subscribed:
-            table = self.wildcard if "+" in topic_filter or "#" in topic_filter else self.exact
-            table.setdefault(topic_filter, set()).add(hosted)
+            self.routes.add(topic_filter, hosted)
             broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
             count = self.refcount.get(broker_filter, 0)
             self.refcount[broker_filter] = count + 1
@@ -230,12 +223,7 @@ class _Connection:
                     # The cover may have been subscribed before (and its retained messages seen).
                     shared.append(topic_filter)
         for topic_filter in hosted.subscribed - wanted:
-            table = self.wildcard if "+" in topic_filter or "#" in topic_filter else self.exact
-            members = table.get(topic_filter)
-            if members is not None:
-                members.discard(hosted)
-                if not members:
-                    del table[topic_filter]
+            self.routes.discard(topic_filter, hosted)
             broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
             count = self.refcount.get(broker_filter, 0) - 1
             if count <= 0:
@@ -249,10 +237,6 @@ class _Connection:
 
 def _deliver(node: Node, topic: str, payload: bytes, now: float) -> list[Outgoing]:
     return node.receive(topic, payload, now)
-
-
-def _is_bulletin(topic: str) -> bool:
-    return topic.endswith(BULLETIN_SUFFIXES)
 
 
 class _Host:
@@ -471,7 +455,7 @@ class _Host:
             data = bytes(payload)
             wire.received_messages += 1
             wire.received_bytes += len(data)
-            if connection.multiplexed and _is_bulletin(topic):
+            if connection.multiplexed and topics.is_bulletin(topic):
                 connection.bulletins[topic] = data
             # Late deliveries after an unsubscribe are not handed to the node (as the in-memory bus does).
             targets = connection.targets(topic)

@@ -14,8 +14,8 @@ and duplication are drawn per delivery. Partitions cut a set of nodes off during
 and a vanish plan makes a node stop sending and receiving for good at a given time (a crash or a
 subject who walks away mid-shuffle).
 
-Routing scales to 10^5 nodes because exact-topic subscriptions are indexed in a dict
-(topic -> node ids); only the few wildcard filters (the collector's) are matched one by one.
+Routing scales to 10^5 nodes: subscriptions live in a `coutil.net.routing.SubscriptionIndex`
+(exact topics in a dict; only the few wildcard filters, the collector's, matched one by one).
 """
 
 from __future__ import annotations
@@ -27,26 +27,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coutil.net.routing import SubscriptionIndex, is_wildcard
 from coutil.protocol import topics
 from coutil.protocol.node import Event, Node, Outgoing
-
-#: Topic suffixes of the collector's bulletin messages, counted apart from the protocol traffic.
-BULLETIN_SUFFIXES = ("/announce", "/c/roster", "/c/release")
 
 #: Default safety cap on processed events in one `run_until` call.
 DEFAULT_MAX_EVENTS = 50_000_000
 
 # Heap entry kinds (ints: cheaper to compare than strings when times tie).
 _START, _DELIVER, _TIMER = 0, 1, 2
-
-
-def topic_class(topic: str) -> str:
-    """``"bulletin"`` for announce/roster/release topics, ``"protocol"`` for everything else."""
-    return "bulletin" if topic.endswith(BULLETIN_SUFFIXES) else "protocol"
-
-
-def _is_wildcard(topic_filter: str) -> bool:
-    return "+" in topic_filter or "#" in topic_filter
 
 
 @dataclass(frozen=True)
@@ -157,8 +146,7 @@ class MemoryBus:
         self._subs: list[frozenset[str]] = []
         self._timer_at: list[float | None] = []
         self._vanish_at: list[float] = []
-        self._exact: dict[str, set[int]] = {}
-        self._wild: dict[str, set[int]] = {}
+        self._routes: SubscriptionIndex[int] = SubscriptionIndex()
         self._retained: dict[str, tuple[int, bytes]] = {}
         self.traffic: dict[str, Traffic] = {}
         self.publications: list[Publication] | None = [] if record_publications else None
@@ -226,13 +214,6 @@ class MemoryBus:
         return None
 
     # ------------------------------------------------------------------ routing
-    def _subscribers(self, topic: str) -> set[int]:
-        receivers = set(self._exact.get(topic, ()))
-        for topic_filter, members in self._wild.items():
-            if topics.matches(topic_filter, topic):
-                receivers.update(members)
-        return receivers
-
     def _schedule_delivery(self, sender: int, receiver: int, topic: str, payload: bytes) -> None:
         net = self.network
         if net.loss and self._draw() < net.loss:
@@ -253,7 +234,7 @@ class MemoryBus:
         traffic = self.traffic[self._ids[sender]]
         traffic.sent_messages += 1
         traffic.sent_bytes += size
-        if topic_class(out.topic) == "bulletin":
+        if topics.is_bulletin(out.topic):
             traffic.bulletin_sent_messages += 1
             traffic.bulletin_sent_bytes += size
         if self.publications is not None:
@@ -264,7 +245,7 @@ class MemoryBus:
                 self._retained[out.topic] = (sender, out.payload)
             else:  # MQTT: an empty retained payload clears the topic
                 self._retained.pop(out.topic, None)
-        for receiver in sorted(self._subscribers(out.topic)):
+        for receiver in sorted(self._routes.match(out.topic)):
             self._schedule_delivery(sender, receiver, out.topic, out.payload)
 
     def _update_subscriptions(self, index: int) -> None:
@@ -273,17 +254,8 @@ class MemoryBus:
         old = self._subs[index]
         if new == old:
             return
-        for topic_filter in old - new:
-            table = self._wild if _is_wildcard(topic_filter) else self._exact
-            members = table.get(topic_filter)
-            if members is not None:
-                members.discard(index)
-                if not members:
-                    del table[topic_filter]
         added = sorted(new - old)
-        for topic_filter in added:
-            table = self._wild if _is_wildcard(topic_filter) else self._exact
-            table.setdefault(topic_filter, set()).add(index)
+        self._routes.update(index, added, old - new)
         self._subs[index] = new
         # Retained messages go to a new subscriber (once each, even if two new filters match).
         for topic in self._retained_matching(added):
@@ -293,7 +265,7 @@ class MemoryBus:
     def _retained_matching(self, filters: Iterable[str]) -> list[str]:
         found: set[str] = set()
         for topic_filter in filters:
-            if _is_wildcard(topic_filter):
+            if is_wildcard(topic_filter):
                 found.update(t for t in self._retained if topics.matches(topic_filter, t))
             elif topic_filter in self._retained:
                 found.add(topic_filter)
@@ -344,7 +316,7 @@ class MemoryBus:
             traffic = self.traffic[self._ids[index]]
             traffic.received_messages += 1
             traffic.received_bytes += len(payload)
-            if topic_class(topic) == "bulletin":
+            if topics.is_bulletin(topic):
                 traffic.bulletin_received_messages += 1
                 traffic.bulletin_received_bytes += len(payload)
             if self.deliveries is not None:

@@ -21,6 +21,15 @@ PREFIX = "coutil/v1"
 ANNOUNCE = f"{PREFIX}/announce"
 
 
+#: Topic suffixes of the collector's bulletins (announce, roster, release): retained, read by everyone.
+BULLETIN_SUFFIXES = ("/announce", "/c/roster", "/c/release")
+
+
+def is_bulletin(topic: str) -> bool:
+    """Whether ``topic`` carries a bulletin (counted apart from the protocol traffic)."""
+    return topic.endswith(BULLETIN_SUFFIXES)
+
+
 def sid_of(subject_key: bytes) -> str:
     return subject_key[:16].hex()
 

@@ -31,6 +31,15 @@ FloatMatrix = NDArray[np.float64]
 #: Cell texts read as a missing value (an error: coutil does not impute).
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?", "."})
 
+#: Longest accepted line of a CSV file, in characters: a file past it (``/dev/zero``, a huge file with
+#: no newline) is refused as soon as the limit is reached, never buffered whole.
+MAX_LINE_CHARS = 2**20
+#: Longest accepted cell (the csv module's own default, 128 KiB), quoted cells spanning lines included.
+MAX_CELL_CHARS = 2**17
+#: Most columns a CSV file may have (every method here works column by column; past this a file is
+#: almost surely not a table of attributes).
+MAX_COLUMNS = 10_000
+
 
 @dataclass(frozen=True)
 class CsvTable:
@@ -51,16 +60,45 @@ class CsvTable:
         return self.lines[row] if row < len(self.lines) else row + 2
 
     def column_index(self, name: str) -> int:
-        try:
-            return self.header.index(name)
-        except ValueError:
+        index = self._index().get(name)
+        if index is None:
             hint = ""
             if len(self.header) == 1 and any(sep in self.header[0] for sep in ";\t|"):
                 # A one-column header holding separators is almost always a file that is not comma-separated.
                 hint = " (the file must be comma-separated)"
-            raise DataFileError(
-                self.path, f"unknown column {name!r}; the columns are {', '.join(self.header)}{hint}"
-            ) from None
+            shown = ", ".join(self.header[:20]) + (f", ... ({len(self.header):,} in all)" if len(self.header) > 20 else "")
+            raise DataFileError(self.path, f"unknown column {name!r}; the columns are {shown}{hint}")
+        return index
+
+    def _index(self) -> dict[str, int]:
+        # O(1) lookups (a header may have thousands of columns); built once, on first use.
+        index: dict[str, int] | None = self.__dict__.get("_column_index")
+        if index is None:
+            index = {name: i for i, name in enumerate(self.header)}
+            object.__setattr__(self, "_column_index", index)
+        return index
+
+
+class _BoundedLines:
+    """The lines of a text file, each read with a length limit (`MAX_LINE_CHARS`), for `csv.reader`."""
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self._handle = handle
+        self._name = name
+        self.line = 0
+
+    def __iter__(self) -> _BoundedLines:
+        return self
+
+    def __next__(self) -> str:
+        text: str = self._handle.readline(MAX_LINE_CHARS + 1)
+        if not text:
+            raise StopIteration
+        self.line += 1
+        if len(text) > MAX_LINE_CHARS:
+            raise DataFileError(self._name, f"line longer than {MAX_LINE_CHARS:,} characters (not a CSV table?)",
+                                line=self.line)
+        return text
 
 
 def read_csv_table(path: str | Path) -> CsvTable:
@@ -74,10 +112,14 @@ def read_csv_table(path: str | Path) -> CsvTable:
     rows: list[list[str]] = []
     starts: list[int] = []
     previous_end = 0
+    previous_limit = csv.field_size_limit(MAX_CELL_CHARS)
     try:
         with p.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
+            reader = csv.reader(_BoundedLines(handle, name))
             for row in reader:
+                if len(row) > MAX_COLUMNS:
+                    raise DataFileError(name, f"{len(row):,} cells: more than the {MAX_COLUMNS:,} columns coutil "
+                                        "accepts", line=previous_end + 1)
                 rows.append(row)
                 # reader.line_num is the line where the record ENDS; a quoted cell may span several lines.
                 starts.append(previous_end + 1)
@@ -89,6 +131,8 @@ def read_csv_table(path: str | Path) -> CsvTable:
         raise DataFileError(name, f"malformed CSV ({exc})", line=previous_end + 1) from None
     except OSError as exc:
         raise DataFileError(name, f"cannot read ({exc.strerror})") from None
+    finally:
+        csv.field_size_limit(previous_limit)
     # Blank lines at the end are common in hand-edited files; blank lines elsewhere are not rows.
     numbered = [(starts[i], row) for i, row in enumerate(rows) if any(cell.strip() for cell in row)]
     if not numbered:
@@ -114,6 +158,11 @@ def read_csv_table(path: str | Path) -> CsvTable:
     if not body:
         raise DataFileError(name, "no data rows after the header")
     return CsvTable(name, header_t, tuple(body), tuple(body_lines))
+
+
+def _shorten(cell: str, limit: int = 40) -> str:
+    """A cell as quoted in an error message: at most ``limit`` characters (a message stays one line)."""
+    return cell if len(cell) <= limit else f"{cell[:limit]}... ({len(cell):,} characters)"
 
 
 def parse_float(text: str) -> float | None:
@@ -304,7 +353,7 @@ def table_to_dataset(
                 continue
             number = parse_float(cell)
             if number is None:
-                raise DataFileError(table.path, f"not a number: {cell!r}", line=line, column=name)
+                raise DataFileError(table.path, f"not a number: {_shorten(cell)!r}", line=line, column=name)
             if not math.isfinite(number):
                 # 'inf', '-Infinity' or an overflow such as '1e400': a number, but none coutil can use.
                 raise DataFileError(table.path, f"not a finite number: {cell!r}", line=line, column=name)

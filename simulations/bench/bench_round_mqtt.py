@@ -9,15 +9,15 @@ Reproduce with (from the repository root, venv active)::
     python simulations/bench/bench_round_mqtt.py --sizes 10000 --workers 1 2 3
     python simulations/bench/bench_round_mqtt.py --sizes 200 --quick   # smoke run, bench_round_mqtt_quick.json
 
-Each run is what ``coutil run --broker URL`` does (`coutil.net.round.run_mqtt_round_async`), in a
+Each run is what ``coutil run --broker URL`` does (`coutil.round.mqtt.run_mqtt_round_async`), in a
 fresh process of its own (a run must not inherit the previous one's heap): one collector and N
 subjects in that process, real cryptography, k = 5, synthetic records (seeded),
 registration closing as soon as every subject registered, and the timing ``coutil run`` chooses for
-a swarm hosted on one machine (`coutil.net.round.local_swarm_timing`). The subjects share one multiplexed MQTT
+a swarm hosted on one machine (`coutil.round.setup.local_swarm_timing`). The subjects share one multiplexed MQTT
 connection (``--hosting multiplexed``, the default of ``coutil run``) or have one connection each
 (``--hosting per-subject``, as behind a per-subject ACL), in the collector's process (``--workers 0``)
 or in worker processes (``--workers 2``: the subjects in two other processes, as ``coutil run`` does
-from 1,000 subjects on; `coutil.net.workers`). Brokers: a private mosquitto started here
+from 1,000 subjects on; `coutil.round.workers`). Brokers: a private mosquitto started here
 on a free loopback port with the settings of ``docker/mosquitto/mosquitto.conf`` (queue and
 in-flight limits, TCP_NODELAY) plus ``sys_interval 1``, so that its ``$SYS`` counters of dropped
 messages can be read after the round ("broker drops"); and the embedded amqtt broker of
@@ -46,9 +46,10 @@ from typing import Any
 
 from private_mosquitto import BASE_SETTINGS, mosquitto_binary, private_mosquitto
 
-from coutil.net.round import local_swarm_timing, run_mqtt_round_async
 from coutil.protocol.config import RoundConfig
-from coutil.simulate import synthetic_dataset
+from coutil.round.mqtt import run_mqtt_round_async
+from coutil.round.setup import local_swarm_timing
+from coutil.round.simulation import synthetic_dataset
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GOAL_SECONDS = {10_000: 60.0}

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 from scipy import stats
 
-from coutil.net.memory import BusFaults, MemoryBus, NetworkModel, Partition, topic_class
+from coutil.net.memory import BusFaults, MemoryBus, NetworkModel, Partition
 from coutil.protocol.node import Event, Outgoing
+from coutil.protocol.topics import is_bulletin
 
 
 @dataclass
@@ -81,7 +82,7 @@ def test_retained_message_reaches_late_subscriber_and_empty_clears() -> None:
     bus.run_until()
     assert [p for _, _, p in late.received] == [b"v2"]
     assert late.received[0][0] >= 5.0
-    assert topic_class("coutil/v1/announce") == "bulletin"
+    assert is_bulletin("coutil/v1/announce") and not is_bulletin("coutil/v1/r/s/x/up")
     assert bus.traffic["late"].bulletin_received_messages == 1
 
     bus2 = MemoryBus(seed=2)
@@ -224,3 +225,21 @@ def test_vanish_scheduled_while_running() -> None:
     bus.vanish("n", 2.5)
     bus.run_until()
     assert [p for _, _, p in node.received] == [b"1"]
+
+
+def test_subscription_index_matches_exact_and_wildcard_filters() -> None:
+    from coutil.net.routing import SubscriptionIndex
+
+    index: SubscriptionIndex[str] = SubscriptionIndex()
+    index.update("a", ["coutil/v1/r/s/+/up", "x/y"], [])
+    index.add("x/y", "b")
+    index.add("x/#", "c")
+    assert index.match("x/y") == {"a", "b", "c"}
+    assert index.match("coutil/v1/r/s/abc/up") == {"a"}
+    assert index.match("coutil/v1/r/s/abc/group") == set()
+    index.update("a", [], ["x/y"])
+    index.discard("x/#", "c")
+    index.discard("never/added", "c")  # harmless
+    assert index.match("x/y") == {"b"}
+    index.clear()
+    assert index.match("x/y") == set()

@@ -1,9 +1,9 @@
 """Subjects hosted in worker processes, so that a round on one machine uses every core.
 
-``coutil run --workers N`` keeps the collector (and the embedded broker, if any) in the main process
-and hands the subjects, in N slices of neighbouring QI vectors (`split_rows_by_qi`), to N worker
+``coutil run --workers N`` (`coutil.round.mqtt`) keeps the collector (and the embedded broker, if any)
+in the main process and hands the subjects, in N slices of neighbouring QI vectors (`split_rows_by_qi`), to N worker
 processes. Each worker builds its subjects exactly as a single process would
-(`coutil.simulate.build_subject_nodes`: a subject's keys depend only on the seed and her row), hosts
+(`coutil.round.nodes.build_subject_nodes`: a subject's keys depend only on the seed and her row), hosts
 them multiplexed over one MQTT connection, streams their events (state changes, verdicts: never a
 confidential value) to the main process for the progress display and the trace, and reports its
 traffic counters and rejections when its subjects are done. The broker between them is the same as
@@ -34,7 +34,8 @@ from coutil.errors import CoutilError, ExitCode, NetworkError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.node import Event
+from coutil.protocol.events import Event
+from coutil.round.nodes import build_subject_nodes
 from coutil.sdc.dataset import Dataset
 
 #: Seconds between two batches of events sent by a worker.
@@ -126,8 +127,6 @@ def worker_main(task: SubjectSlice, channel: Any, stop: Any) -> None:
 
 
 async def _host_slice(task: SubjectSlice, channel: Any, stop: Any) -> WorkerReport:
-    from coutil.simulate import build_subject_nodes
-
     nodes, node_ids = build_subject_nodes(task.data, task.config, task.collector_key, seed=task.seed,
                                           rows=task.rows)
     pending: list[tuple[str, Event]] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coutil.cli.net_commands import DEFAULT_CONFIDENTIAL, DEFAULT_QI, default_data_path
+from coutil.round.setup import DEFAULT_CONFIDENTIAL, DEFAULT_QI, default_data_path
 from coutil.sdc.dataset import load_csv
 from tests.net.helpers import Mosquitto
 
@@ -127,19 +127,21 @@ def test_run_bad_inputs_exit_2_or_6(tmp_path: Path) -> None:
 
 
 def test_local_round_timing_grows_with_the_swarm_unless_the_config_file_fixes_it(tmp_path: Path) -> None:
-    from coutil.cli.net_commands import build_config, local_round_config
-    from coutil.net.round import local_swarm_timing
+    from coutil.round.setup import load_round_spec, local_swarm_timing
 
     small, large = local_swarm_timing(200), local_swarm_timing(10_000)
     assert small == {"step_timeout": 20.0, "retry_interval": 2.0, "audit_window": 60.0}  # the defaults
     assert large == {"step_timeout": 120.0, "retry_interval": 5.0, "audit_window": 300.0}
-    config = local_round_config(build_config(None, None, None, None, {}), None, 10_000)
+    config = load_round_spec().for_local_swarm(10_000)
     assert (config.step_timeout, config.retry_interval, config.audit_window) == (120.0, 5.0, 300.0)
     assert config.expected_subjects == 10_000
     toml = tmp_path / "round.toml"
     toml.write_text("[round]\nqi = ['age']\nconfidential = ['income']\nstep_timeout = 30.0\nexpected_subjects = 7\n")
-    fixed = local_round_config(build_config(toml, None, None, None, {}), toml, 10_000)
+    fixed = load_round_spec(toml).for_local_swarm(10_000)
     assert fixed.step_timeout == 30.0 and fixed.retry_interval == 5.0 and fixed.expected_subjects == 7
+    # An override fixes a key as the file does.
+    overridden = load_round_spec(toml, sets=["retry_interval=3.5"]).for_local_swarm(10_000)
+    assert overridden.retry_interval == 3.5 and overridden.audit_window == 300.0
 
 
 def test_run_with_subject_worker_processes(tmp_path: Path) -> None:
@@ -161,10 +163,10 @@ def test_run_with_subject_worker_processes(tmp_path: Path) -> None:
 def test_worker_slices_partition_the_rows_by_qi_neighbourhood() -> None:
     import numpy as np
 
-    from coutil.net.workers import split_rows_by_qi
     from coutil.protocol.config import RoundConfig
+    from coutil.round.simulation import synthetic_dataset
+    from coutil.round.workers import split_rows_by_qi
     from coutil.sdc.mdav import mdav
-    from coutil.simulate import synthetic_dataset
 
     assert split_rows_by_qi(np.array([[5.0], [1.0], [4.0], [2.0], [3.0]]), 2) == [(1, 3), (0, 2, 4)]
     assert split_rows_by_qi(np.array([5.0, 1.0, 4.0]), 3) == [(1,), (2,), (0,)]
@@ -191,9 +193,10 @@ def test_worker_slices_partition_the_rows_by_qi_neighbourhood() -> None:
 
 
 def test_worker_slices_build_the_same_subjects() -> None:
-    from coutil.net.workers import SubjectSlice, WorkerPool, WorkerReport, split_rows_by_qi
     from coutil.protocol.config import RoundConfig
-    from coutil.simulate import build_round_nodes, build_subject_nodes, synthetic_dataset
+    from coutil.round.nodes import build_round_nodes, build_subject_nodes
+    from coutil.round.simulation import synthetic_dataset
+    from coutil.round.workers import SubjectSlice, WorkerPool, WorkerReport, split_rows_by_qi
 
     config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=3)
     data = synthetic_dataset(12, config, 5)
@@ -215,17 +218,18 @@ def test_run_exits_4_when_a_subject_is_left_out(tmp_path: Path, monkeypatch: pyt
     """Every subject of `coutil run` is honest: a completed round that left some out is a failure
     (exit 4, naming how many), not a success. The round here is a real one, in memory, in which a
     tenth of the subjects vanish mid-shuffle (the way a lost connection looks to the collector)."""
-    import coutil.net.round as net_round
+    import coutil.round.mqtt as mqtt_driver
     from coutil.cli import main
     from coutil.net.mqtt import HostStats
-    from coutil.simulate import FaultPlan, run_memory_round
+    from coutil.round.memory import run_memory_round
+    from coutil.round.simulation import FaultPlan
 
     def round_with_vanishing_subjects(data, config, **kwargs):  # type: ignore[no-untyped-def]
         report = run_memory_round(data, config, seed=1, faults=FaultPlan(vanish_fraction=0.1),
                                   out_dir=kwargs.get("out_dir"))
         return report, HostStats({}, 1.0, "condition")
 
-    monkeypatch.setattr(net_round, "run_mqtt_round", round_with_vanishing_subjects)
+    monkeypatch.setattr(mqtt_driver, "run_mqtt_round", round_with_vanishing_subjects)
     code = main(["run", "--subjects", "40", "--k", "4", "--workers", "0", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 4, err

@@ -23,9 +23,12 @@ import coutil.protocol
 from coutil.errors import InputError
 from coutil.net.memory import NetworkModel
 from coutil.protocol.config import RoundConfig
+from coutil.round.memory import MemoryRound, run_memory_round, simulate_round
+from coutil.round.report import RoundReport
+from coutil.round.setup import load_round_spec
+from coutil.round.simulation import FaultPlan, synthetic_dataset
 from coutil.sdc.dataset import Dataset, format_number, load_csv
 from coutil.sdc.stats import sse_sst_percent
-from coutil.simulate import FaultPlan, RoundReport, load_simulation, run_memory_round, synthetic_dataset
 
 # Whole rounds need the protocol's crypto/codec/merkle and MDAV; until those modules exist the round
 # tests skip (an import error once they exist is a real failure, not a skip).
@@ -45,12 +48,11 @@ def _census_config(**overrides: Any) -> RoundConfig:
 
 
 @pytest.fixture(scope="module")
-def census_round() -> tuple[Dataset, RoundReport]:
+def census_round() -> tuple[Dataset, MemoryRound]:
     if not CENSUS.exists():
         pytest.skip("Census reference data set not available")
     data = load_csv(CENSUS, list(CENSUS_QI + CENSUS_CONF))
-    report = run_memory_round(data, _census_config(), seed=2024, record_publications=True, keep_nodes=True)
-    return data, report
+    return data, simulate_round(data, _census_config(), seed=2024, record_publications=True)
 
 
 def _groups_of_release(report: RoundReport, n_qi: int) -> list[tuple[tuple[float, ...], list[tuple[float, ...]]]]:
@@ -68,10 +70,11 @@ def _groups_of_release(report: RoundReport, n_qi: int) -> list[tuple[tuple[float
 
 
 @needs_nodes
-def test_census_release_equals_centralized_mdav(census_round: tuple[Dataset, RoundReport]) -> None:
+def test_census_release_equals_centralized_mdav(census_round: tuple[Dataset, MemoryRound]) -> None:
     from coutil.sdc.mdav import mdav
 
-    data, report = census_round
+    data, simulated = census_round
+    report = simulated.report
     assert report.completed, report.summary()
     # MDAV breaks exact distance ties by record order, so the centralized run gets the records in
     # the roster's order (sorted by subject key; a sid is the hex of the key's first 16 bytes).
@@ -107,17 +110,18 @@ def _decode(payload: bytes) -> Any:
 
 
 @needs_nodes
-def test_curious_collector_links_no_better_than_chance(census_round: tuple[Dataset, RoundReport]) -> None:
+def test_curious_collector_links_no_better_than_chance(census_round: tuple[Dataset, MemoryRound]) -> None:
     """Every strategy the collector can build from the full bus log hits at the chance rate."""
-    data, report = census_round
-    assert report.completed and report.bus is not None and report.collector is not None
+    data, simulated = census_round
+    report, bus = simulated.report, simulated.bus
+    assert report.completed and not report.outcome.excluded
     conf = data.select(list(CENSUS_CONF)).values
     truth = {report.sids[i]: tuple(conf[i].tolist()) for i in range(data.n)}
     sid_of_key: dict[bytes, str] = {}
     # What the collector observed: every publication with its sender, topic, time and bytes.
     submits: dict[int, list[tuple[float, bytes, int]]] = defaultdict(list)
     reveals: dict[int, list[tuple[float, bytes, int]]] = defaultdict(list)
-    for publication in report.bus.publications or ():
+    for publication in bus.publications or ():
         if publication.sender == "collector":
             continue
         message = _decode(publication.payload)
@@ -126,8 +130,12 @@ def test_curious_collector_links_no_better_than_chance(census_round: tuple[Datas
             submits[message.group].append((publication.at, message.sender, message.run))
         elif message.TAG == "reveal":
             reveals[message.group].append((publication.at, message.sender, message.run))
-    # The collector's own opening, in final-batch order (its private state: it is the attacker).
-    opened: dict[int, list[tuple[float, ...]]] = report.collector._records
+    # The collector's own opening, in final-batch order: the release lists every group's records as
+    # opened, groups in label order (no group was dissolved here).
+    n_qi = len(CENSUS_QI)
+    blocks = np.split(report.outcome.rows[:, n_qi:], np.cumsum(report.outcome.group_sizes)[:-1])
+    assert len(blocks) == len(submits)
+    opened = {label: [tuple(r) for r in block.tolist()] for label, block in zip(sorted(submits), blocks, strict=True)}
 
     def last_run(entries: list[tuple[float, bytes, int]]) -> list[bytes]:
         run = max(e[2] for e in entries)
@@ -192,9 +200,9 @@ def test_cost_per_subject_grows_with_k_not_n() -> None:
 def test_round_survives_loss_and_vanishing_subjects() -> None:
     config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=5, random_records=100)
     data = synthetic_dataset(200, config, 5)
-    report = run_memory_round(data, config, seed=5, network=NetworkModel(loss=0.10),
-                              faults=FaultPlan(vanish_fraction=0.05), record_publications=True,
-                              keep_nodes=True)
+    simulated = simulate_round(data, config, seed=5, network=NetworkModel(loss=0.10),
+                               faults=FaultPlan(vanish_fraction=0.05), record_publications=True)
+    report = simulated.report
     outcome = report.outcome
     assert report.completed, report.summary()
     assert len(report.vanished) == 10 and report.dropped["loss"] > 0
@@ -209,8 +217,7 @@ def test_round_survives_loss_and_vanishing_subjects() -> None:
     assert released == kept
     # A vanished subject's record may be released only if she revealed her inner secret (her
     # group was opened) before vanishing; otherwise it appears nowhere in the outcome.
-    assert report.bus is not None
-    revealed = {p.sender for p in report.bus.publications or () if p.sender != "collector"
+    revealed = {p.sender for p in simulated.bus.publications or () if p.sender != "collector"
                 and _decode(p.payload).TAG == "reveal"}
     for i in report.vanished:
         sid = report.sids[i]
@@ -244,32 +251,38 @@ def test_outputs_reproducible_and_trace_free_of_confidential_values(tmp_path: Pa
     assert summary["completed"] is True and summary["subjects"] == 40
 
 
-def test_simulation_files_load() -> None:
-    small = load_simulation(CONFIGS / "small.toml")
-    assert small.config.k == 5 and small.dataset(1).n == 200 and small.network.loss == 0.0
-    faults = load_simulation(CONFIGS / "faults.toml")
+def test_round_files_load() -> None:
+    small = load_round_spec(CONFIGS / "small.toml")
+    assert small.config.k == 5 and small.data.load(small.config, 1).n == 200 and small.network.loss == 0.0
+    faults = load_round_spec(CONFIGS / "faults.toml")
     assert faults.network.loss == 0.10 and faults.faults.vanish_fraction == 0.05
-    census = load_simulation(CONFIGS / "census.toml", subjects_override=100)
-    assert census.csv is not None and census.rows == 100
-    assert census.dataset(1).n == 100  # the CSV path (relative to the file) resolves inside the repository
+    census = load_round_spec(CONFIGS / "census.toml", subjects=100)
+    assert census.data.csv is not None and census.data.rows == 100
+    assert census.data.load(census.config, 1).n == 100  # the CSV path (relative to the file) resolves
+    synthetic = load_round_spec(None, sets=["data.subjects=50", "qi=['age','height']", "confidential=income"])
+    assert synthetic.config.qi == ("age", "height") and synthetic.config.confidential == ("income",)
     # Synthetic data is a function of the seed.
-    assert np.array_equal(small.dataset(1).values, small.dataset(1).values)
-    assert not np.array_equal(small.dataset(1).values, small.dataset(2).values)
+    assert np.array_equal(synthetic.data.load(synthetic.config, 1).values,
+                          synthetic.data.load(synthetic.config, 1).values)
+    assert not np.array_equal(synthetic.data.load(synthetic.config, 1).values,
+                              synthetic.data.load(synthetic.config, 2).values)
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[round]\nqi=['a']\nconfidential=['b']\n", "give csv"),
+    ("[round]\nqi=['a']\nconfidential=['b']\n[data]\ncsv='x.csv'\nsubjects=3\n", "not both"),
     ("[round]\nqi=['a']\nconfidential=['b']\n[data]\nsubjects=10\n[network]\nloss=2.0\n", "probability"),
     ("[round]\nqi=['a']\nconfidential=['b']\n[data]\nsubjects=10\n[faults]\nbogus=1\n", "bogus"),
     ("[round]\nqi=['a']\nconfidential=['b']\nk=0\n[data]\nsubjects=10\n", "k must be"),
     ("[round]\nqi=['a']\nconfidential=['b']\n[data]\nsubjects=10\n[extra]\n", "unknown table"),
-    ("[data]\nsubjects=10\n", "[round]"),
+    ("[round]\nqi=['a']\nconfidential=['b']\n[data]\nsubjects=0\n", "positive integer"),
+    ("round = 3\n", "must be a table"),
+    ("[faults]\nvanish_state='bogus'\n", "vanish_state"),
 ])
-def test_bad_simulation_files_are_input_errors(tmp_path: Path, text: str, message: str) -> None:
+def test_bad_round_files_are_input_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "sim.toml"
     path.write_text(text)
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        load_simulation(path)
+        load_round_spec(path)
 
 
 @needs_nodes
@@ -279,11 +292,13 @@ def test_each_subject_audits_the_release_like_the_reference_audit() -> None:
 
     config = RoundConfig(qi=("age", "height"), confidential=("income",), k=4, random_records=300, alpha=0.2)
     data = synthetic_dataset(30, config, 12)
-    report = run_memory_round(data, config, seed=12, keep_nodes=True)
-    assert report.completed and report.bus is not None
+    simulated = simulate_round(data, config, seed=12)
+    report = simulated.report
+    assert report.completed
     release = report.outcome.rows
-    for i, sid in enumerate(report.sids):
-        audit = report.bus.node(sid).audit  # type: ignore[attr-defined]
+    for i in range(data.n):
+        audit = simulated.subject(i).audit
+        assert audit is not None
         record = data.values[i]
         lo, hi = ref_star(release, record)
         distance, _ = ref_nearest(release, lo, hi)
@@ -293,41 +308,3 @@ def test_each_subject_audits_the_release_like_the_reference_audit() -> None:
         # The announced alpha is the one applied: plausible exactly when p >= 0.2.
         assert audit.plausible == (audit.p_value >= 0.2)
         assert audit.included and audit.accept
-
-
-def test_a_round_spread_over_shard_processes_releases_what_one_process_releases() -> None:
-    """Two shards (`coutil.net.shards`): the same release (same keys, groups and records), every
-    verdict an accept, every subject counted once; with loss and vanishing subjects too."""
-    config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=4, random_records=100)
-    data = synthetic_dataset(90, config, 3)
-    single = run_memory_round(data, config, seed=3)
-    sharded = run_memory_round(data, config, seed=3, shards=2)
-    assert sharded.completed and sharded.sids == single.sids
-    assert np.array_equal(sharded.outcome.rows, single.outcome.rows)
-    assert sharded.summary()["accepted"] == 90 and sum(sharded.subject_states.values()) == 90
-    assert sharded.traffic["sent_messages"]["mean"] >= 7
-    with pytest.raises(ValueError, match="one process"):
-        run_memory_round(data, config, seed=3, shards=2, record_publications=True)
-    faulty = run_memory_round(data, config, seed=3, shards=2, network=NetworkModel(loss=0.1),
-                              faults=FaultPlan(vanish_fraction=0.05))
-    assert faulty.completed and faulty.dropped["loss"] > 0 and len(faulty.vanished) == 4
-    conf = data.select(list(config.confidential)).values
-    excluded = {str(e["sid"]) for e in faulty.outcome.excluded}
-    assert not excluded - {faulty.sids[i] for i in faulty.vanished}  # only vanished subjects excluded
-    released = Counter(tuple(r) for r in faulty.outcome.rows[:, len(config.qi):].tolist())
-    assert released == Counter(tuple(conf[i].tolist()) for i, sid in enumerate(faulty.sids) if sid not in excluded)
-
-
-def test_shard_rows_cover_every_row_once_and_spare_the_collectors_shard() -> None:
-    from coutil.net.shards import COLLECTOR_SHARE, shard_rows
-
-    for n, shards in ((10_000, 2), (10, 2), (1, 2), (100, 3), (7, 1), (0, 2)):
-        slices = shard_rows(n, shards)
-        assert len(slices) == shards and [i for rows in slices for i in rows] == list(range(n))
-        if shards > 1 and n >= 100:
-            others = [len(rows) for rows in slices[1:]]
-            assert max(others) - min(others) <= 1 and len(slices[0]) < min(others)
-            # Shard 0's subjects plus the collector (worth COLLECTOR_SHARE of all subjects) ~ one shard.
-            assert abs(len(slices[0]) + COLLECTOR_SHARE * n - others[0]) <= 0.02 * n
-    with pytest.raises(ValueError):
-        shard_rows(5, 0)

@@ -1,0 +1,84 @@
+"""The collector service's loop: rounds over a broker, one after the other, each backed by SQLite.
+
+`serve_rounds` is what ``coutil collector serve`` runs: for each round it opens (resumes or starts)
+a `PersistentCollector` on the store, hosts it on the broker until it finishes, and logs one JSON
+line per event on stderr (event codes, counts and ids: never a confidential value).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
+from coutil.collector.storage import CollectorStore
+from coutil.errors import NetworkError
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import BrokerAddress
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.events import Event
+
+#: Writes one structured log record.
+LogSink = Callable[..., None]
+
+
+def log_json(**fields: object) -> None:
+    """One structured log line (JSON) on stderr."""
+    sys.stderr.write(json.dumps({"t": round(time.time(), 3), **fields}, default=str) + "\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True)
+class ServedRound:
+    """How one served round ended."""
+
+    round_id: str
+    completed: bool
+    phase: str
+    registered: int
+    released_rows: int
+    verdicts: int
+    accepted: int
+    stopped_by: str
+
+
+def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, rounds: int = 1,
+                 log: LogSink = log_json) -> list[ServedRound]:
+    """Run ``rounds`` rounds (0: forever) over ``address``; every acknowledgement is committed first."""
+    secret = load_or_create_secret(db)
+    served: list[ServedRound] = []
+    with CollectorStore(db) as store:
+        while rounds == 0 or len(served) < rounds:
+            opened = open_round(store, secret, config, time.time())
+            collector = opened.collector
+            log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
+                collector_key=collector.public_key.hex())
+            limit = config.register_window + config.audit_window + 200 * config.step_timeout
+
+            def on_event(node_id: str, event: Event) -> None:
+                log(**{k: v for k, v in event.as_dict().items() if k != "at"})
+
+            def finished(c: PersistentCollector = collector) -> bool:
+                return c.finished
+
+            try:
+                stats = asyncio.run(host_nodes([collector], address, stop_when=finished, timeout=limit,
+                                               on_event=on_event))
+            except OSError as exc:
+                raise NetworkError(f"network error: {exc}") from None
+            outcome = collector.outcome()
+            result = ServedRound(collector.round_id.hex(), outcome.completed, outcome.phase, outcome.registered,
+                                 int(outcome.rows.shape[0]), len(outcome.verdicts),
+                                 sum(1 for v in outcome.verdicts if v["accept"]), stats.stopped_by)
+            log(event="round_end", round=result.round_id, completed=result.completed, phase=result.phase,
+                registered=result.registered, released_rows=result.released_rows, verdicts=result.verdicts,
+                accepted=result.accepted, stopped_by=result.stopped_by)
+            if not outcome.completed:
+                store.set_phase(collector.round_id, "aborted", time.time())
+            served.append(result)
+    return served

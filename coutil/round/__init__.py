@@ -1,0 +1,46 @@
+"""Running a round: one package for everything between the protocol nodes and the command line.
+
+- `setup`: the round file every runner reads (``[round]``, ``[data]``, ``[network]``, ``[faults]``,
+  ``--set`` overrides) and the timing of a swarm hosted on one machine;
+- `nodes`: building the collector and the subjects from one seed;
+- `tracker`: the one tracker from typed node events to subject states, collector phases, progress
+  and wall times;
+- `report`: `RoundReport`, traffic statistics, the output files;
+- `simulation`: fault plans and synthetic records;
+- the drivers: `memory` (the in-memory bus, virtual time), `mqtt` (a real broker) and `workers`
+  (subjects hosted in worker processes against that broker); `subjects` hosts the subjects of a
+  deployed swarm or of one person.
+
+Layers below (`coutil.protocol`, `coutil.net`) never import this package; the collector service
+and the CLI sit above it. The names below are importable from the package itself
+(``from coutil.round import run_memory_round``); they are loaded on first use, so that importing
+one light submodule (`setup`) does not pull in the protocol's crypto stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coutil.round.memory import MemoryRound, run_memory_round, simulate_round
+    from coutil.round.report import RoundReport
+    from coutil.round.simulation import FaultPlan, synthetic_dataset
+
+_EXPORTS = {
+    "MemoryRound": "coutil.round.memory",
+    "run_memory_round": "coutil.round.memory",
+    "simulate_round": "coutil.round.memory",
+    "RoundReport": "coutil.round.report",
+    "FaultPlan": "coutil.round.simulation",
+    "synthetic_dataset": "coutil.round.simulation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'coutil.round' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,147 @@
+"""The in-memory driver: one round on the virtual-time bus, a collector and one subject per record.
+
+`run_memory_round` is the round runner of the tests, ``simulations/swarm.py``, ``coutil simulate``
+and the co-utility experiments. Everything random is derived from one integer seed (node keys, the
+collector's choices, the network model, which subjects vanish), so a run is reproducible bit for
+bit. One round runs in one process; many rounds run in parallel as a sweep, and one round at scale
+runs on the real transport (`coutil.round.mqtt`, worker processes against a broker).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from coutil.net.memory import DEFAULT_MAX_EVENTS, MemoryBus, NetworkModel
+from coutil.protocol.collector import CollectorNode
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.events import SubjectStateChanged
+from coutil.protocol.states import SubjectState
+from coutil.protocol.subject import SubjectNode
+from coutil.round.nodes import build_round_nodes
+from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
+from coutil.round.simulation import FaultPlan, vanish_time, vanishing_subjects
+from coutil.round.tracker import ProgressCallback, RoundTracker
+from coutil.sdc.dataset import Dataset
+
+#: How many bus events between two progress callbacks.
+PROGRESS_EVERY = 2000
+
+COLLECTOR_ID = "collector"
+
+
+@dataclass
+class MemoryRound:
+    """A finished in-memory round with its bus and nodes, for tests and analyses that look inside
+    (what a curious collector saw on the bus, a subject's own audit)."""
+
+    report: RoundReport
+    bus: MemoryBus
+    collector: CollectorNode
+    #: In dataset order, beside ``report.sids``.
+    subjects: list[SubjectNode]
+
+    def subject(self, row: int) -> SubjectNode:
+        return self.subjects[row]
+
+
+def run_memory_round(
+    data: Dataset,
+    config: RoundConfig,
+    *,
+    seed: int,
+    network: NetworkModel | None = None,
+    faults: FaultPlan | None = None,
+    out_dir: Path | None = None,
+    progress: ProgressCallback | None = None,
+    max_virtual_time: float | None = None,
+    record_publications: bool = False,
+    max_events: int = DEFAULT_MAX_EVENTS,
+) -> RoundReport:
+    """Run one round with one subject per record of ``data`` and return its report (see `simulate_round`)."""
+    return simulate_round(data, config, seed=seed, network=network, faults=faults, out_dir=out_dir,
+                          progress=progress, max_virtual_time=max_virtual_time,
+                          record_publications=record_publications, max_events=max_events).report
+
+
+def simulate_round(
+    data: Dataset,
+    config: RoundConfig,
+    *,
+    seed: int,
+    network: NetworkModel | None = None,
+    faults: FaultPlan | None = None,
+    out_dir: Path | None = None,
+    progress: ProgressCallback | None = None,
+    max_virtual_time: float | None = None,
+    record_publications: bool = False,
+    max_events: int = DEFAULT_MAX_EVENTS,
+) -> MemoryRound:
+    """Run one round in memory and keep its bus and nodes.
+
+    ``record_publications`` keeps the bus log (who published which bytes when), which is what a
+    curious collector observes. The run stops when the collector is finished, at
+    ``max_virtual_time`` (default: both windows plus 200 step timeouts) or after ``max_events`` bus
+    events.
+    """
+    network = network if network is not None else NetworkModel()
+    faults = faults if faults is not None else FaultPlan()
+    t0 = time.perf_counter()
+    built = build_round_nodes(data, config, seed=seed)
+    collector = built.collector
+    bus = MemoryBus(seed=seed, network=network, record_publications=record_publications, record_events=False)
+    bus.add_node(COLLECTOR_ID, collector)
+    sids = built.node_ids
+    for node_id, subject in zip(sids, built.subjects, strict=True):
+        bus.add_node(node_id, subject)
+    vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)
+    vanish_ids = {sids[i] for i in vanishing}
+    setup = time.perf_counter() - t0
+
+    tracker = RoundTracker(data.n, COLLECTOR_ID, keep_events=out_dir is not None)
+    vanish_state = SubjectState(faults.vanish_state)
+
+    def vanish_on_entry(node_id: str, state: SubjectState, event: SubjectStateChanged) -> None:
+        if state == vanish_state and node_id in vanish_ids:
+            bus.vanish(node_id, vanish_time(seed, node_id, event.at, faults))
+
+    if vanish_ids:
+        tracker.on_subject_state(vanish_on_entry)
+    bus.event_sink = tracker.on_event
+    cap = max_virtual_time if max_virtual_time is not None else (
+        config.register_window + config.audit_window + 200 * config.step_timeout
+    )
+    stop_reason = "time"
+    while True:
+        stop_reason = bus.run_until(until=cap, predicate=lambda: collector.finished, max_events=PROGRESS_EVERY)
+        tracker.report_progress(progress)
+        if stop_reason != "max_events":
+            break
+        if bus.processed >= max_events:
+            break  # the safety cap: a node re-arming a timer in the past forever
+    wall = tracker.close()
+    wall["setup"] = setup
+    wall["run"] = time.perf_counter() - t0 - setup
+
+    traffic = [bus.traffic[s] for s in sids]
+    report = RoundReport(
+        outcome=collector.outcome(),
+        subjects=data.n,
+        stop_reason="finished" if stop_reason == "predicate" else stop_reason,
+        virtual_time=bus.now,
+        wall_times=wall,
+        traffic=traffic_stats(traffic, [(t.bulletin_received_messages, t.bulletin_received_bytes) for t in traffic]),
+        rejections=dict(count_rejections([collector, *built.subjects])),
+        events=bus.processed,
+        node_events=dict(tracker.kinds),
+        dropped=dict(bus.dropped),
+        vanished=vanishing,
+        subject_states=tracker.subject_states(),
+        sids=sids,
+    )
+    if out_dir is not None:
+        t_out = time.perf_counter()
+        write_outputs(report, tracker.events, Path(out_dir))
+        wall["outputs"] = time.perf_counter() - t_out
+    return MemoryRound(report, bus, collector, built.subjects)

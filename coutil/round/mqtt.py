@@ -1,0 +1,169 @@
+"""The MQTT driver: one whole round over a broker, a collector and N subjects on this machine.
+
+This is what `coutil run` does. The nodes are the very same sans-IO state machines the in-memory
+driver runs (`coutil.round.nodes`); only the transport differs. Without a broker URL an embedded
+amqtt broker is started on 127.0.0.1 (a free port), in a child process of its own
+(`coutil.net.broker_process`), for the duration of the round, so nothing needs installing; its
+multiplexed connections then subscribe to covering filters (`DriverOptions.coarse_subscriptions`).
+The collector has its own connection; the subjects share one multiplexed connection by default
+(`coutil.net.hosting`), or get one each, in this process or in worker processes
+(`coutil.round.workers`). Outputs are those of the in-memory driver (`coutil.round.report`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+
+from coutil.net.broker_drops import BrokerDropCounter
+from coutil.net.broker_process import BrokerProcess
+from coutil.net.hosting import host_nodes
+from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.node import Node
+from coutil.protocol.subject import SubjectNode
+from coutil.round.nodes import build_collector, build_round_nodes
+from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
+from coutil.round.tracker import ProgressCallback, RoundTracker
+from coutil.round.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows_by_qi
+from coutil.sdc.dataset import Dataset
+
+
+async def run_mqtt_round_async(
+    data: Dataset,
+    config: RoundConfig,
+    *,
+    seed: int,
+    broker: str | BrokerAddress | None = None,
+    timeout: float | None = None,
+    out_dir: Path | None = None,
+    progress: ProgressCallback | None = None,
+    options: DriverOptions | None = None,
+    shared_connection: bool = True,
+    workers: int = 0,
+) -> tuple[RoundReport, HostStats]:
+    """Run one round over ``broker`` (an embedded amqtt broker when None); see the module docstring.
+
+    ``shared_connection``: the subjects share one multiplexed MQTT connection (the collector has its
+    own); False gives every subject her own connection, as deployed behind a per-subject ACL.
+    ``workers``: host the subjects in that many worker processes (`coutil.net.workers`), each
+    multiplexing its slice over one connection; 0 keeps them in this process.
+    """
+    t0 = time.perf_counter()
+    # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
+    if workers > 0:
+        collector = build_collector(config, seed=seed, fresh_round=True)
+        subjects: list[SubjectNode] = []
+        node_ids: list[str] = []
+    else:
+        built = build_round_nodes(data, config, seed=seed, fresh_round=True)
+        collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
+    tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None)
+    setup = time.perf_counter() - t0
+    limit = timeout if timeout is not None else (
+        config.register_window + config.audit_window + 60 * config.step_timeout
+    )
+    nodes: list[Node | list[Node]] = [collector]
+    if shared_connection:
+        nodes.append(list(subjects))
+    else:
+        nodes.extend(subjects)
+    pool: WorkerPool | None = None
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            if pool is not None:
+                pool.poll(tracker.on_event)
+            tracker.report_progress(progress)
+
+    async def host(url: str | BrokerAddress) -> HostStats:
+        nonlocal pool
+        address = url if isinstance(url, BrokerAddress) else parse_broker_url(url)
+        if workers > 0:
+            pool = WorkerPool([
+                SubjectSlice(i, address, collector.public_key, config, data, rows, seed, limit,
+                             options if options is not None else DriverOptions())
+                for i, rows in enumerate(split_rows_by_qi(data.select(list(config.qi)).values, workers))
+            ])
+            pool.start()
+        watcher = asyncio.create_task(watch())
+        try:
+            stats = await host_nodes(nodes, address,
+                                     stop_when=lambda: bool(collector.finished) or (pool is not None and pool.failed),
+                                     timeout=limit,
+                                     on_event=tracker.on_event, options=options)
+            if pool is not None:
+                pool.stop()
+                await pool.wait(tracker.on_event, REPORT_GRACE_SECONDS)
+                pool.poll(tracker.on_event)
+            return stats
+        finally:
+            watcher.cancel()
+            if pool is not None:
+                pool.close()
+
+    broker_drops: int | None = None
+    if broker is None:
+        # amqtt matches every message against every subscription: subscribe to covers (see DriverOptions).
+        options = dataclasses.replace(options if options is not None else DriverOptions(), coarse_subscriptions=True)
+        # Its own process: the nodes of this one would starve it (see `coutil.net.broker_process`).
+        async with BrokerProcess() as embedded:
+            stats = await host(embedded.url)
+    else:
+        # The broker's own drop counter, when it publishes one: the protocol recovers dropped
+        # messages by re-sending, so a user would otherwise see only a slow round.
+        address = broker if isinstance(broker, BrokerAddress) else parse_broker_url(broker)
+        counter = BrokerDropCounter(address)
+        async with counter.following():
+            stats = await host(address)
+        broker_drops = counter.dropped
+    wall = tracker.close()
+    tracker.report_progress(progress)
+    outcome = collector.outcome()
+    rejections = count_rejections([collector, *subjects])
+    if pool is not None:
+        rejections.update(pool.rejections())
+        stats = pool.merged_stats(stats)
+        node_ids = pool.node_ids()
+    wall["setup"] = setup
+    wall["run"] = stats.elapsed
+    report = RoundReport(
+        outcome=outcome,
+        subjects=data.n,
+        stop_reason="finished" if stats.stopped_by == "condition" else "timeout",
+        virtual_time=stats.elapsed,
+        wall_times=wall,
+        traffic=traffic_stats([t for client, t in stats.per_node.items() if client != collector.client_id]),
+        rejections=dict(rejections),
+        events=sum(tracker.kinds.values()),
+        dropped={"driver": stats.drops, **({"broker": broker_drops} if broker_drops is not None else {})},
+        vanished=[],
+        subject_states=tracker.subject_states(),
+        sids=node_ids,
+        node_events=dict(tracker.kinds),
+    )
+    if out_dir is not None:
+        write_outputs(report, tracker.events, Path(out_dir))
+    return report, stats
+
+
+def run_mqtt_round(
+    data: Dataset,
+    config: RoundConfig,
+    *,
+    seed: int,
+    broker: str | BrokerAddress | None = None,
+    timeout: float | None = None,
+    out_dir: Path | None = None,
+    progress: ProgressCallback | None = None,
+    options: DriverOptions | None = None,
+    shared_connection: bool = True,
+    workers: int = 0,
+) -> tuple[RoundReport, HostStats]:
+    """Synchronous wrapper of `run_mqtt_round_async` (starts its own event loop)."""
+    return asyncio.run(run_mqtt_round_async(data, config, seed=seed, broker=broker, timeout=timeout,
+                                            out_dir=out_dir, progress=progress, options=options,
+                                            shared_connection=shared_connection, workers=workers))
