@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pytest
 from scipy import stats
 
 from coutil.net.memory import BusFaults, MemoryBus, NetworkModel, Partition, topic_class
 from coutil.protocol.node import Event, Outgoing
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    KIND: ClassVar[str] = "started"
 
 
 @dataclass
@@ -27,7 +33,7 @@ class ToyNode:
         return self.subs
 
     def start(self, now: float) -> list[Outgoing]:
-        self.events.append(Event(now, "started"))
+        self.events.append(Started(now))
         return list(self.script)
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
