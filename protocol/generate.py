@@ -7,24 +7,29 @@ The state diagrams come from the transition tables of coutil/protocol/subject.py
 from __future__ import annotations
 
 import argparse
+import enum
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from coutil.protocol import collector, subject
+from coutil.protocol.messages import Message
 
 SPEC = Path(__file__).resolve().parent / "SPEC.md"
 BEGIN = "<!-- BEGIN GENERATED: states -->"
 END = "<!-- END GENERATED: states -->"
 
 
-def _machine(title: str, transitions: dict[str, dict[str, str]], edges: dict[str, tuple[str, ...]]) -> str:
+def _machine(title: str, transitions: Mapping[enum.StrEnum, Mapping[type[Message], object]],
+             edges: Mapping[enum.StrEnum, tuple[enum.StrEnum, ...]]) -> str:
+    """A machine's diagram (its ``STATE_EDGES``) and table (the message classes ``TRANSITIONS`` lists)."""
     lines = [f"### {title}", "", "```mermaid", "stateDiagram-v2"]
     for state, targets in edges.items():
         for target in targets:
             lines.append(f"    {state} --> {target}")
     lines += ["```", "", "| state | accepted message types (anything else: IGNORE `unexpected`) |", "|---|---|"]
     for state, table in transitions.items():
-        accepted = ", ".join(f"`{tag}`" for tag in table) or "(none)"
+        accepted = ", ".join(f"`{cls.TAG}`" for cls in table) or "(none)"
         lines.append(f"| {state} | {accepted} |")
     lines.append("")
     return "\n".join(lines)

@@ -31,7 +31,8 @@ from coutil.errors import InputError, RemoteProtocolError
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.node import Event, Outgoing, SeededRandom, SystemRandom
+from coutil.protocol.events import CollectorEvent
+from coutil.protocol.node import Outgoing, SeededRandom, SystemRandom
 from coutil.sdc.dataset import format_number
 
 SECRET_BYTES = 32
@@ -121,7 +122,7 @@ class PersistentCollector:
     def on_timer(self, now: float) -> list[Outgoing]:
         return self.node.on_timer(now)
 
-    def drain_events(self) -> list[Event]:
+    def drain_events(self) -> list[CollectorEvent]:
         events = self.node.drain_events()
         for event in events:
             if event.kind == "phase":

@@ -13,65 +13,69 @@ Top-level states and the messages each accepts are in `TRANSITIONS`; group runs 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
-from coutil.protocol.collector_groups import GroupState, merge_target
+from coutil.protocol.collector_groups import GroupMessage, GroupState, merge_target
 from coutil.protocol.config import RoundConfig
+from coutil.protocol.dispatch import Handler, on, table
+from coutil.protocol.events import (
+    BlameResolved,
+    CollectorEvent,
+    GroupDissolved,
+    GroupMerged,
+    GroupOpened,
+    GroupsFormed,
+    MemberExcluded,
+    PhaseChanged,
+    RegistrationAccepted,
+    ReleasePublished,
+    RevealOpened,
+    RoundAborted,
+    RoundDone,
+    RunRelayed,
+    RunStarted,
+    VerdictAccepted,
+)
 from coutil.protocol.messages import (
     Announce,
     Assign,
+    Batch,
+    Blame,
     Fetch,
     Message,
     Register,
     RegisterAck,
     Release,
+    Reveal,
     Roster,
     RoundParams,
+    RunKeys,
+    Submit,
     Verdict,
     VerdictAck,
+    Vote,
 )
-from coutil.protocol.node import Event, Outgoing, RandomSource, Rejection
+from coutil.protocol.node import Outgoing, RandomSource, Rejection
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap
+from coutil.protocol.states import CollectorState
 from coutil.sdc.mdav import mdav
 
-#: state -> message tag -> handler name; anything else is recorded as ignored.
-TRANSITIONS: dict[str, dict[str, str]] = {
-    "registration": {"register": "_on_register", "fetch": "_on_fetch"},
-    "sharing": {
-        "register": "_on_late_register",
-        "fetch": "_on_fetch",
-        "run_keys": "_on_group_message",
-        "submit": "_on_group_message",
-        "batch": "_on_group_message",
-        "vote": "_on_group_message",
-        "reveal": "_on_group_message",
-        "blame": "_on_group_message",
-        "verdict": "_on_verdict",
-    },
-    "auditing": {
-        "register": "_on_late_register",
-        "fetch": "_on_fetch",
-        "reveal": "_on_group_message",
-        "verdict": "_on_verdict",
-    },
-    "done": {"fetch": "_on_fetch", "verdict": "_on_verdict"},
-    "aborted": {},
-}
+__all__ = ["STATE_EDGES", "TRANSITIONS", "CollectorNode", "CollectorState", "RoundOutcome"]
 
-STATE_EDGES: dict[str, tuple[str, ...]] = {
-    "registration": ("sharing", "aborted"),
-    "sharing": ("auditing", "aborted"),
-    "auditing": ("done",),
-    "done": (),
-    "aborted": (),
+#: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
+STATE_EDGES: dict[CollectorState, tuple[CollectorState, ...]] = {
+    CollectorState.CREATED: (CollectorState.REGISTRATION,),
+    CollectorState.REGISTRATION: (CollectorState.SHARING, CollectorState.ABORTED),
+    CollectorState.SHARING: (CollectorState.AUDITING, CollectorState.ABORTED),
+    CollectorState.AUDITING: (CollectorState.DONE,),
+    CollectorState.DONE: (),
+    CollectorState.ABORTED: (),
 }
-
 
 @dataclass
 class Registration:
@@ -124,9 +128,9 @@ class CollectorNode:
         #: Shared with the subjects hosted in the same process, if any (see `codec.DecodeCache`).
         self._decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache(capacity=1024)
         self._kx = crypto.KxKey.generate(rng)
-        self.state = "created"
+        self.state = CollectorState.CREATED
         self.rejections: list[Rejection] = []
-        self._events: list[Event] = []
+        self._events: list[CollectorEvent] = []
         self._resend = Resender(config.retry_interval, config.step_timeout / 4)
         self._registrations: dict[bytes, Registration] = {}
         self._order: list[bytes] = []  # roster order (sorted keys)
@@ -157,14 +161,14 @@ class CollectorNode:
     # ------------------------------------------------------------------ Node interface
     @property
     def finished(self) -> bool:
-        return self.state in ("done", "aborted")
+        return self.state in (CollectorState.DONE, CollectorState.ABORTED)
 
     def subscriptions(self) -> frozenset[str]:
-        if self.state in ("created", "aborted"):
+        if self.state in (CollectorState.CREATED, CollectorState.ABORTED):
             return frozenset()
         return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id)})
 
-    def drain_events(self) -> list[Event]:
+    def drain_events(self) -> list[CollectorEvent]:
         events, self._events = self._events, []
         return events
 
@@ -198,7 +202,7 @@ class CollectorNode:
         # Re-published during registration: a retained message's delivery can be lost like any other,
         # and only subjects still waiting for a round subscribe to the announce topic.
         self._resend.arm("announce", self._announce_out, now)
-        self._enter("registration")
+        self._enter(CollectorState.REGISTRATION)
         return [self._announce_out]
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
@@ -209,10 +213,10 @@ class CollectorNode:
             message = decoded.message
             if message.round_id != self.round_id:
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
-            if self.state == "created":
+            if self.state == CollectorState.CREATED:
                 raise RemoteProtocolError("early", "round not started", ignore=True)
-            handler_name = TRANSITIONS[self.state].get(message.TAG)
-            if handler_name is None:
+            handler = TRANSITIONS[self.state].get(type(message))
+            if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
             expected = (
                 topics.subject_up(self.round_id, message.sender)
@@ -221,8 +225,7 @@ class CollectorNode:
             )
             if topic != expected:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
-            handler: Callable[[Message, codec.Decoded, float], list[Outgoing]] = getattr(self, handler_name)
-            out = handler(message, decoded, now)
+            out = handler(self, message, decoded, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
         return out
@@ -232,11 +235,11 @@ class CollectorNode:
         out = self._resend.due(now)
         if self._deadline is not None and now >= self._deadline:
             self._deadline = None
-            if self.state == "registration":
+            if self.state == CollectorState.REGISTRATION:
                 out.extend(self._close_registration(now))
-            elif self.state == "auditing":
+            elif self.state == CollectorState.AUDITING:
                 out.extend(self._finish(now))
-        if self.state == "sharing":
+        if self.state == CollectorState.SHARING:
             touched: list[GroupState] = []
             for label in self._group_timers.pop_due(now):
                 group = self._groups[label]
@@ -252,24 +255,23 @@ class CollectorNode:
         return out
 
     # ------------------------------------------------------------------ helpers
-    def _event(self, kind: str, **data: object) -> None:
-        self._events.append(Event(self._now, kind, tuple(data.items())))
+    def _event(self, event: CollectorEvent) -> None:
+        self._events.append(event)
 
-    def _enter(self, state: str) -> None:
+    def _enter(self, state: CollectorState) -> None:
         previous = self.state
         if previous in self._phase_started:
             self._phase_times[previous] = self._now - self._phase_started[previous]
         self.state = state
         self._phase_started[state] = self._now
-        self._event("phase", phase=state)
+        self._event(PhaseChanged(self._now, state))
 
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)
         return data
 
     # ------------------------------------------------------------------ registration
-    def _on_register(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
-        assert isinstance(message, Register)
+    def _on_register(self, message: Register, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         digest = decoded.digest
         if len(message.qi) != len(self.config.qi):
             raise RemoteProtocolError("bad_field", f"{len(message.qi)} QI values, expected {len(self.config.qi)}")
@@ -283,6 +285,7 @@ class CollectorNode:
         ack = RegisterAck(self.round_id, self.public_key, message.sender, digest)
         out = Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))
         self._registrations[message.sender] = Registration(message.sender, message.qi, digest, out)
+        self._event(RegistrationAccepted(now, topics.sid_of(message.sender), message.sender, digest))
         expected = self.config.expected_subjects
         if expected and len(self._registrations) >= expected:
             # Everyone expected is here: no need to wait for the rest of the window.
@@ -290,8 +293,7 @@ class CollectorNode:
             return [out, *self._close_registration(now)]
         return [out]
 
-    def _on_late_register(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
-        assert isinstance(message, Register)
+    def _on_late_register(self, message: Register, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         digest = decoded.digest
         known = self._registrations.get(message.sender)
         if known is not None and known.digest == digest:
@@ -302,8 +304,8 @@ class CollectorNode:
         self._resend.cancel("announce", acknowledged=False)
         n = len(self._registrations)
         if n < self.config.k:
-            self._event("aborted", reason="too_few_subjects", registered=n)
-            self._enter("aborted")
+            self._event(RoundAborted(now, "too_few_subjects", n))
+            self._enter(CollectorState.ABORTED)
             return [self._withdraw_announce()]
         self._order = sorted(self._registrations)
         leaves = [merkle.roster_leaf(key, self._registrations[key].qi) for key in self._order]
@@ -328,8 +330,8 @@ class CollectorNode:
             out.extend(self._send_assign(key, key_index, now))
         for group in self._groups.values():
             out.extend(self._start_run(group, (), now))
-        self._event("grouped", registered=n, groups=len(self._groups))
-        self._enter("sharing")
+        self._event(GroupsFormed(now, n, len(self._groups)))
+        self._enter(CollectorState.SHARING)
         return out
 
     def _send_assign(self, key: bytes, key_index: int, now: float) -> list[Outgoing]:
@@ -365,16 +367,16 @@ class CollectorNode:
         group.data.relay.append(payload)
         self._track(group)
         self._resend.arm(("shuffle_start", group.label), out, now)
-        self._event("run_started", group=group.label, run=group.run, size=len(group.members))
+        self._event(RunStarted(now, group.label, group.run, len(group.members)))
         return list(out)
 
-    def _on_group_message(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+    def _on_group_message(self, message: GroupMessage, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         label = self._group_of.get(message.sender)
         group = self._groups.get(label) if label is not None else None
         if group is None:
             raise RemoteProtocolError("not_a_member", f"{message.TAG} from a subject in no group")
         group.observe(message, decoded.envelope, now, self.config.step_timeout)
-        if message.TAG == "run_keys":
+        if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))
             if group.all_keys():
                 self._resend.cancel(("shuffle_start", group.label))
@@ -413,12 +415,12 @@ class CollectorNode:
                 self._reveal_opened = True
                 for label in sorted(self._active):
                     out.extend(self._send_reveal_open(self._groups[label], now))
-                self._event("reveal_open", groups=len(self._active))
+                self._event(RevealOpened(now, len(self._active)))
         else:
             for group in touched:
                 if group.active and group.ready and not group.reveal_sent:
                     out.extend(self._send_reveal_open(group, now))
-        if self.state == "sharing" and self._groups and not self._active:
+        if self.state == CollectorState.SHARING and self._groups and not self._active:
             out.extend(self._publish_release(now))
         return out
 
@@ -439,13 +441,12 @@ class CollectorNode:
         self._resend.cancel(("reveal_open", group.label))
         message = group.done_message(self.round_id, self.public_key)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
-        self._event("group_opened", group=group.label, run=group.run, records=len(records),
-                    undecryptable=group.undecryptable)
+        self._event(GroupOpened(now, group.label, group.run, len(records), group.undecryptable))
         return [out]
 
     def _resolve_blame(self, group: GroupState, now: float) -> list[Outgoing]:
         result = group.blame(self.round_id)
-        self._event("blame", group=group.label, run=group.run, culprits=len(result.culprits), detail=result.detail)
+        self._event(BlameResolved(now, group.label, group.run, len(result.culprits), result.detail))
         return self._exclude(group, result.culprits, now)
 
     def _relay_due(self, group: GroupState) -> float:
@@ -464,7 +465,7 @@ class CollectorNode:
             group.next_relay = group.deadline
             return []
         group.next_relay = now + self.config.retry_interval
-        self._event("relayed", group=group.label, run=group.run, messages=len(group.data.relay))
+        self._event(RunRelayed(now, group.label, group.run, len(group.data.relay)))
         topic = topics.group_control(self.round_id, group.label)
         out = [Outgoing(topic, payload) for payload in group.data.relay]
         # A member who never got her assign does not know her group's topic yet, and may lack the
@@ -486,7 +487,7 @@ class CollectorNode:
         for key, reason in culprits:
             self._excluded[key] = reason
             self._resend.cancel(("assign", key), acknowledged=False)
-            self._event("excluded", group=group.label, reason=reason, sid=topics.sid_of(key))
+            self._event(MemberExcluded(now, group.label, reason, topics.sid_of(key)))
         remaining = tuple(m for m in group.members if m not in dict(culprits))
         group.set_members(remaining, self._index_of)
         if len(remaining) >= self.config.k:
@@ -498,13 +499,13 @@ class CollectorNode:
                 self._excluded[key] = "below_k_no_partner"
             group.dissolve()
             self._track(group)
-            self._event("dissolved", group=group.label, members=len(remaining))
+            self._event(GroupDissolved(now, group.label, len(remaining)))
             return self._start_run_close(group, culprits + tuple((m, "below_k_no_partner") for m in remaining), now)
         moved = remaining
         target.set_members(tuple(sorted(target.members + moved)), self._index_of)
         group.dissolve()
         self._track(group)
-        self._event("merged", group=group.label, into=target.label, moved=len(moved))
+        self._event(GroupMerged(now, group.label, target.label, len(moved)))
         out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now)
         for key in moved:
             self._group_of[key] = target.label
@@ -555,31 +556,33 @@ class CollectorNode:
         self._awaiting_verdicts = {key for key in self._registrations
                                    if key not in self._excluded and key not in self._verdicts}
         self._deadline = now + self.config.audit_window
-        self._event("released", rows=int(matrix.shape[0]), groups=len(ids))
-        self._enter("auditing")
+        self._event(ReleasePublished(now, int(matrix.shape[0]), len(ids)))
+        self._enter(CollectorState.AUDITING)
         return [self._release_out]
 
-    def _on_verdict(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
-        assert isinstance(message, Verdict)
+    def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         digest = decoded.digest
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "verdict from a subject not in the roster")
         known = self._verdicts.get(message.sender)
         if known is not None and known != message:
             raise RemoteProtocolError("conflicting_verdict", "a second, different verdict")
-        self._verdicts[message.sender] = message
+        if known is None:
+            self._verdicts[message.sender] = message
+            self._event(VerdictAccepted(now, topics.sid_of(message.sender), message.sender, digest, message.accept,
+                                        message.reason))
         ack = VerdictAck(self.round_id, self.public_key, message.sender, digest)
         out = [Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))]
         self._awaiting_verdicts.discard(message.sender)
-        if self.state == "auditing" and not self._awaiting_verdicts:
+        if self.state == CollectorState.AUDITING and not self._awaiting_verdicts:
             out.extend(self._finish(now))
         return out
 
     def _finish(self, now: float) -> list[Outgoing]:
         self._deadline = None
-        self._enter("done")
+        self._enter(CollectorState.DONE)
         accepted = sum(1 for v in self._verdicts.values() if v.accept)
-        self._event("round_done", verdicts=len(self._verdicts), accepted=accepted)
+        self._event(RoundDone(now, len(self._verdicts), accepted))
         return [self._withdraw_announce()]
 
     def _withdraw_announce(self) -> Outgoing:
@@ -587,8 +590,7 @@ class CollectorNode:
         later takes this finished round for an open one."""
         return Outgoing(topics.ANNOUNCE, b"", retain=True)
 
-    def _on_fetch(self, message: Message, decoded: codec.Decoded, now: float) -> list[Outgoing]:
-        assert isinstance(message, Fetch)
+    def _on_fetch(self, message: Fetch, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "fetch from a subject not in the roster")
         # Bulletins (retained for everyone) are re-sent to the asker's inbox: a retained delivery can
@@ -623,7 +625,7 @@ class CollectorNode:
         matrix = self._release_matrix if self._release_matrix is not None else empty
         times = dict(self._phase_times)
         return RoundOutcome(
-            completed=self.state == "done",
+            completed=self.state == CollectorState.DONE,
             phase=self.state,
             columns=self.config.columns,
             rows=matrix,
@@ -636,3 +638,31 @@ class CollectorNode:
             round_id=self.round_id.hex(),
             rejections=rejections,
         )
+
+
+#: state -> message class -> handler: the single source of dispatch and of the spec's table. A message
+#: whose class the current state does not list is recorded as IGNORE ``unexpected`` (in ``created``,
+#: before the round is announced, as IGNORE ``early``).
+TRANSITIONS: dict[CollectorState, dict[type[Message], Handler[CollectorNode, codec.Decoded]]] = {
+    CollectorState.CREATED: table(),
+    CollectorState.REGISTRATION: table(on(Register, CollectorNode._on_register), on(Fetch, CollectorNode._on_fetch)),
+    CollectorState.SHARING: table(
+        on(Register, CollectorNode._on_late_register),
+        on(Fetch, CollectorNode._on_fetch),
+        on(RunKeys, CollectorNode._on_group_message),
+        on(Submit, CollectorNode._on_group_message),
+        on(Batch, CollectorNode._on_group_message),
+        on(Vote, CollectorNode._on_group_message),
+        on(Reveal, CollectorNode._on_group_message),
+        on(Blame, CollectorNode._on_group_message),
+        on(Verdict, CollectorNode._on_verdict),
+    ),
+    CollectorState.AUDITING: table(
+        on(Register, CollectorNode._on_late_register),
+        on(Fetch, CollectorNode._on_fetch),
+        on(Reveal, CollectorNode._on_group_message),
+        on(Verdict, CollectorNode._on_verdict),
+    ),
+    CollectorState.DONE: table(on(Fetch, CollectorNode._on_fetch), on(Verdict, CollectorNode._on_verdict)),
+    CollectorState.ABORTED: table(),
+}

@@ -3,15 +3,23 @@
 A driver (the in-memory bus in `coutil.net.memory`, the MQTT driver in `coutil.net.mqtt`) owns
 the clock and the transport. It calls `start`, `receive` and `on_timer` with ``now`` and publishes
 the returned `Outgoing` messages; it asks `subscriptions()` after every call and (un)subscribes to
-match; it calls `on_timer` when ``now >= next_timer()``; it drains `events()`.
+match; it calls `on_timer` when ``now >= next_timer()``; it drains `drain_events()` (typed
+events, `coutil.protocol.events`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
+
+# Re-exported: the event base class moved to coutil.protocol.events with the typed events.
+from coutil.protocol.events import Event
+
+__all__ = ["Event", "Node", "Outgoing", "RandomSource", "Rejection", "SeededRandom", "SystemRandom",
+           "shuffle_in_place"]
 
 T = TypeVar("T")
 
@@ -36,22 +44,6 @@ class Rejection:
     detail: str
     ignored: bool
     sender: bytes | None = None
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something a node reports to its driver/application (logged to the JSONL trace).
-
-    ``kind`` is a stable code; ``data`` holds only non-confidential values (ints, strings, floats
-    that are not confidential attribute values).
-    """
-
-    at: float
-    kind: str
-    data: tuple[tuple[str, object], ...] = ()
-
-    def as_dict(self) -> dict[str, object]:
-        return {"at": self.at, "event": self.kind, **dict(self.data)}
 
 
 class RandomSource(Protocol):
@@ -135,7 +127,7 @@ class Node(Protocol):
 
     def next_timer(self) -> float | None: ...
 
-    def drain_events(self) -> list[Event]: ...
+    def drain_events(self) -> Sequence[Event]: ...
 
     @property
     def finished(self) -> bool: ...

@@ -9,12 +9,27 @@ tracked in `_Run`. Any message not accepted in the current state is recorded as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.config import MAX_RANDOM_RECORDS
+from coutil.protocol.dispatch import Handler, on, table
+from coutil.protocol.events import (
+    BlameSent,
+    NoGoVoted,
+    RosterMissing,
+    SubjectEvent,
+    SubjectExcluded,
+    SubjectGrouped,
+    SubjectIncompatible,
+    SubjectRegrouped,
+    SubjectRunStarted,
+    SubjectStateChanged,
+    UnpeelableItem,
+    VerdictRecorded,
+)
 from coutil.protocol.messages import (
     COLLECTOR_TAGS,
     Announce,
@@ -38,51 +53,25 @@ from coutil.protocol.messages import (
     VerdictAck,
     Vote,
 )
-from coutil.protocol.node import Event, Outgoing, RandomSource, Rejection, shuffle_in_place
+from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_place
 from coutil.protocol.retry import Resender
 from coutil.protocol.shuffle import batch_digest, collector_aad, inner_aad, outer_aad
+from coutil.protocol.states import SubjectState
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict, audit_release
 
-#: state -> message tag -> handler name. Anything else is recorded as ignored ("unexpected").
-TRANSITIONS: dict[str, dict[str, str]] = {
-    "await_announce": {"announce": "_on_announce"},
-    "registering": {
-        "register_ack": "_on_register_ack",
-        "roster": "_on_roster",
-        "assign": "_on_assign",
-    },
-    "registered": {"roster": "_on_roster", "assign": "_on_assign"},
-    "sharing": {
-        "roster": "_on_roster",
-        "assign": "_on_assign",
-        "shuffle_start": "_on_shuffle_start",
-        "run_keys": "_on_run_keys",
-        "submit": "_on_submit",
-        "batch": "_on_batch",
-        "vote": "_on_vote",
-        "reveal_open": "_on_reveal_open",
-        "blame": "_on_blame",
-        "group_done": "_on_group_done",
-        "release": "_on_release",
-    },
-    "await_release": {"release": "_on_release", "group_done": "_on_group_done"},
-    "verdict_sent": {"verdict_ack": "_on_verdict_ack"},
-    "done": {},
-    "excluded": {"release": "_on_release_excluded"},
-    "incompatible": {},
-}
+__all__ = ["STATE_EDGES", "TRANSITIONS", "SubjectNode", "SubjectState"]
 
 #: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
-STATE_EDGES: dict[str, tuple[str, ...]] = {
-    "await_announce": ("registering", "incompatible"),
-    "registering": ("registered", "sharing"),
-    "registered": ("sharing",),
-    "sharing": ("await_release", "verdict_sent", "excluded"),
-    "await_release": ("verdict_sent",),
-    "verdict_sent": ("done",),
-    "excluded": ("done",),
-    "done": (),
-    "incompatible": (),
+STATE_EDGES: dict[SubjectState, tuple[SubjectState, ...]] = {
+    SubjectState.AWAIT_ANNOUNCE: (SubjectState.REGISTERING, SubjectState.INCOMPATIBLE),
+    SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING),
+    SubjectState.REGISTERED: (SubjectState.SHARING,),
+    SubjectState.SHARING: (SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.EXCLUDED),
+    SubjectState.AWAIT_RELEASE: (SubjectState.VERDICT_SENT,),
+    SubjectState.VERDICT_SENT: (SubjectState.DONE,),
+    SubjectState.EXCLUDED: (SubjectState.DONE,),
+    SubjectState.DONE: (),
+    SubjectState.INCOMPATIBLE: (),
 }
 
 
@@ -133,12 +122,11 @@ class SubjectNode:
         self.sid = topics.sid_of(self.public_key)
         #: MQTT client id: the sid, so a broker ACL can confine her to her own topics.
         self.client_id = self.sid
-        self.state = "await_announce"
-        self.status = self.state
+        self.state = SubjectState.AWAIT_ANNOUNCE
         self.rejections: list[Rejection] = []
         self.verdict: Verdict | None = None
         self.audit: SubjectVerdict | None = None
-        self._events: list[Event] = []
+        self._events: list[SubjectEvent] = []
         self._resend = Resender(retry_interval)
         self._round_id: bytes | None = None
         self._params: RoundParams | None = None
@@ -146,7 +134,7 @@ class SubjectNode:
         self._roster_root: bytes | None = None
         self._roster_size: int | None = None
         #: An assign that arrived before the roster (checked once the roster is here).
-        self._pending_assign: tuple[Message, bytes] | None = None
+        self._pending_assign: tuple[Assign, bytes] | None = None
         self._group: int | None = None
         self._left_groups: set[int] = set()
         self._members: tuple[bytes, ...] = ()
@@ -161,7 +149,7 @@ class SubjectNode:
     # ------------------------------------------------------------------ Node interface
     @property
     def finished(self) -> bool:
-        return self.state in ("done", "incompatible")
+        return self.state in (SubjectState.DONE, SubjectState.INCOMPATIBLE)
 
     def subscriptions(self) -> frozenset[str]:
         # Drivers ask after every call: recomputed only when what it depends on changed.
@@ -174,11 +162,11 @@ class SubjectNode:
     def _compute_subscriptions(self) -> frozenset[str]:
         # The announce topic only while waiting for a round: the collector re-publishes the announce
         # during registration, which subjects already registered need not hear again.
-        subs = {topics.ANNOUNCE} if self.state == "await_announce" else set()
-        if self._round_id is not None and self.state != "done":
+        subs = {topics.ANNOUNCE} if self.state == SubjectState.AWAIT_ANNOUNCE else set()
+        if self._round_id is not None and self.state != SubjectState.DONE:
             rid = self._round_id
             subs.update({topics.inbox(rid, self.public_key), topics.roster(rid), topics.release(rid)})
-            if self._group is not None and self.state == "sharing":
+            if self._group is not None and self.state == SubjectState.SHARING:
                 subs.add(topics.group_control(rid, self._group))
                 for member in self._members:
                     if member != self.public_key:
@@ -210,7 +198,7 @@ class SubjectNode:
             out.extend(self._send_fetch("release", now))
         return out
 
-    def drain_events(self) -> list[Event]:
+    def drain_events(self) -> list[SubjectEvent]:
         events, self._events = self._events, []
         return events
 
@@ -220,36 +208,35 @@ class SubjectNode:
             # The collector withdrew its announce (the round is over): nothing to join.
             self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
             return []
+        sender: bytes | None = None
         try:
             # Decoding and verifying is a pure function of the bytes: the nodes of one process share it.
             decoded = self._caches.decode(payload, self._limits)
             message = decoded.message
-            handler_name = TRANSITIONS[self.state].get(message.TAG)
-            if handler_name is None:
+            sender = message.sender
+            handler = TRANSITIONS[self.state].get(type(message))
+            if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
             self._check_origin(message, topic)
-            handler: Callable[[Message, bytes, float], list[Outgoing]] = getattr(self, handler_name)
-            return handler(message, decoded.digest, now)
+            return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
-            sender = None
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender))
             return []
 
     # ------------------------------------------------------------------ helpers
-    def _event(self, kind: str, **data: object) -> None:
-        self._events.append(Event(self._now, kind, tuple(data.items())))
+    def _event(self, event: SubjectEvent) -> None:
+        self._events.append(event)
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: SubjectState) -> None:
         if state != self.state:
             self.state = state
-            self.status = state
-            self._event("state", state=state, sid=self.sid)
+            self._event(SubjectStateChanged(self._now, self.sid, state))
 
     def _check_origin(self, message: Message, topic: str) -> None:
         if message.TAG in COLLECTOR_TAGS:
             if message.sender != self._collector_key:
                 raise RemoteProtocolError("unknown_collector", f"{message.TAG} not signed by the collector")
-        elif message.TAG not in ("announce",):
+        else:
             # Subject messages must come from a current group member, on that member's own topic.
             if message.sender not in self._members:
                 raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
@@ -277,17 +264,16 @@ class SubjectNode:
         return [out]
 
     # ------------------------------------------------------------------ registration
-    def _on_announce(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Announce)
+    def _on_announce(self, message: Announce, digest: bytes, now: float) -> list[Outgoing]:
         params = message.params
         if len(params.qi_names) != len(self._qi) or len(params.confidential_names) != len(self._confidential):
-            self._set_state("incompatible")
-            self._event("incompatible", reason="attribute_count")
+            self._set_state(SubjectState.INCOMPATIBLE)
+            self._event(SubjectIncompatible(now, "attribute_count"))
             return []
         if params.random_records > MAX_RANDOM_RECORDS or not 0.0 < params.alpha < 1.0:
             # An audit she cannot (or should not) run: she does not take part.
-            self._set_state("incompatible")
-            self._event("incompatible", reason="audit_parameters")
+            self._set_state(SubjectState.INCOMPATIBLE)
+            self._event(SubjectIncompatible(now, "audit_parameters"))
             return []
         if now > params.register_deadline:
             raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)
@@ -299,19 +285,17 @@ class SubjectNode:
         self._register_digest = codec.payload_digest_of(data)
         out = Outgoing(topics.subject_up(message.round_id, self.public_key), data)
         self._resend.arm("register", out, now)
-        self._set_state("registering")
+        self._set_state(SubjectState.REGISTERING)
         return [out]
 
-    def _on_register_ack(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, RegisterAck)
+    def _on_register_ack(self, message: RegisterAck, digest: bytes, now: float) -> list[Outgoing]:
         if message.subject != self.public_key or message.register_digest != self._register_digest:
             raise RemoteProtocolError("bad_ack", "register_ack for another registration")
         self._resend.cancel("register")
-        self._set_state("registered")
+        self._set_state(SubjectState.REGISTERED)
         return []
 
-    def _on_roster(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Roster)
+    def _on_roster(self, message: Roster, digest: bytes, now: float) -> list[Outgoing]:
         if self._roster_root is not None and self._roster_root != message.merkle_root:
             raise RemoteProtocolError("roster_changed", "a second, different roster for this round")
         self._roster_root = message.merkle_root
@@ -322,8 +306,8 @@ class SubjectNode:
             return self._on_assign(pending[0], pending[1], now)
         return []
 
-    def _on_assign(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Assign) and self._params is not None
+    def _on_assign(self, message: Assign, digest: bytes, now: float) -> list[Outgoing]:
+        assert self._params is not None
         if message.subject != self.public_key:
             raise RemoteProtocolError("bad_assign", "assign for another subject")
         if self._roster_root is not None and message.merkle_root != self._roster_root:
@@ -334,7 +318,7 @@ class SubjectNode:
             self._pending_assign = (message, digest)
             if self._resend.pending(("fetch", "roster")):
                 return []
-            self._event("roster_missing", sid=self.sid)
+            self._event(RosterMissing(now, self.sid))
             return self._send_fetch("roster", now)
         leaf = merkle.roster_leaf(self.public_key, self._qi)
         if not merkle.verify_inclusion(leaf, message.leaf_index, self._roster_size, message.proof,
@@ -355,19 +339,19 @@ class SubjectNode:
             raise RemoteProtocolError("stale_run", f"assign for group {message.group}, which I left", ignore=True)
         self._resend.cancel("register")
         if self._group is not None:
-            self._event("regrouped", sid=self.sid, group=message.group)
+            self._event(SubjectRegrouped(now, self.sid, message.group))
             self._left_groups.add(self._group)
             self._run = None
             self._resend.clear()
         self._group = message.group
         self._members = message.members
-        self._set_state("sharing")
-        self._event("grouped", sid=self.sid, group=message.group, size=len(message.members))
+        self._set_state(SubjectState.SHARING)
+        self._event(SubjectGrouped(now, self.sid, message.group, len(message.members)))
         return []
 
     # ------------------------------------------------------------------ shuffle
-    def _on_shuffle_start(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, ShuffleStart) and self._round_id is not None
+    def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        assert self._round_id is not None
         if message.group != self._group:
             raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
         if self._run is not None and message.run <= self._run.number:
@@ -378,8 +362,8 @@ class SubjectNode:
                 return []  # a new Assign for the merged group follows
             self._resend.clear()
             self._run = None
-            self._set_state("excluded")
-            self._event("excluded", sid=self.sid, reason=reasons.get(self.public_key, "unknown"))
+            self._set_state(SubjectState.EXCLUDED)
+            self._event(SubjectExcluded(now, self.sid, reasons.get(self.public_key, "unknown")))
             return []
         if list(message.members) != sorted(message.members):
             raise RemoteProtocolError("bad_shuffle_start", "members not in canonical order")
@@ -392,7 +376,7 @@ class SubjectNode:
         self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
         out = self._publish_group(keys)
         self._resend.arm(("keys", message.run), out, now)
-        self._event("run_started", sid=self.sid, group=message.group, run=message.run)
+        self._event(SubjectRunStarted(now, self.sid, message.group, message.run))
         return [out, *self._advance(now)]
 
     def _current_run(self, group: int, run: int) -> _Run:
@@ -405,8 +389,7 @@ class SubjectNode:
             raise RemoteProtocolError("stale_run", f"run {run} is over", ignore=True)
         return current
 
-    def _on_run_keys(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, RunKeys)
+    def _on_run_keys(self, message: RunKeys, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         if message.sender not in run.members:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
@@ -419,8 +402,7 @@ class SubjectNode:
         run.keys[message.sender] = pair
         return self._advance(now)
 
-    def _on_submit(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Submit)
+    def _on_submit(self, message: Submit, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         previous = run.submissions.get(message.sender)
         if previous is not None:
@@ -430,8 +412,7 @@ class SubjectNode:
         run.submissions[message.sender] = message.onion
         return self._advance(now)
 
-    def _on_batch(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Batch)
+    def _on_batch(self, message: Batch, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         if not 1 <= message.step <= len(run.members) or run.members[message.step - 1] != message.sender:
             raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
@@ -445,8 +426,7 @@ class SubjectNode:
         run.batches[message.step] = message.items
         return self._advance(now)
 
-    def _on_vote(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Vote)
+    def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         previous = run.votes.get(message.sender)
         if previous is not None:
@@ -456,28 +436,25 @@ class SubjectNode:
         run.votes[message.sender] = message
         return self._advance(now)
 
-    def _on_reveal_open(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, RevealOpen)
+    def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         if run.final_digest is not None and message.final_digest != run.final_digest:
             raise RemoteProtocolError("bad_reveal_open", "reveal_open names another final batch")
         run.reveal_open = True
         return self._advance(now)
 
-    def _on_blame(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Blame)
+    def _on_blame(self, message: Blame, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         return self._start_blame(run, now) if not run.blamed else []
 
-    def _on_group_done(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, GroupDone)
+    def _on_group_done(self, message: GroupDone, digest: bytes, now: float) -> list[Outgoing]:
         if message.group != self._group:
             raise RemoteProtocolError("wrong_group", "group_done of another group", ignore=True)
         if self._run is not None and message.run != self._run.number:
             raise RemoteProtocolError("stale_run", "group_done of another run", ignore=True)
         self._resend.clear()
-        if self.state == "sharing":
-            self._set_state("await_release")
+        if self.state == SubjectState.SHARING:
+            self._set_state(SubjectState.AWAIT_RELEASE)
             assert self._params is not None
             self._release_wait_until = now + self._params.step_timeout
         return []
@@ -537,7 +514,7 @@ class SubjectNode:
             self._resend.arm(("vote", run.number), msg, now)
             out.append(msg)
             if not go:
-                self._event("no_go", sid=self.sid, group=group, run=run.number)
+                self._event(NoGoVoted(now, self.sid, group, run.number))
         # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
         if any(not v.go for v in run.votes.values()) and not run.blamed:
             out.extend(self._start_blame(run, now))
@@ -564,7 +541,7 @@ class SubjectNode:
             peeled = [crypto.peel(run.outer, item, aad) for item in inputs]
         except crypto.CryptoError:
             # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
-            self._event("unpeelable", sid=self.sid, group=self._group, run=run.number, step=step)
+            self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
             run.my_vote = False
             vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32))
             run.votes[self.public_key] = vote
@@ -587,12 +564,12 @@ class SubjectNode:
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation)
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
-        self._event("blame_sent", sid=self.sid, group=self._group, run=run.number)
+        self._event(BlameSent(now, self.sid, self._group, run.number))
         return [msg]
 
     # ------------------------------------------------------------------ release and audit
-    def _on_release(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, Release) and self._params is not None and self._round_id is not None
+    def _on_release(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
+        assert self._params is not None and self._round_id is not None
         if self._group is None:
             raise RemoteProtocolError("early", "release before my group assignment", ignore=True)
         self._resend.clear()
@@ -621,20 +598,49 @@ class SubjectNode:
         self.verdict = verdict
         out = Outgoing(topics.subject_up(self._round_id, self.public_key), data)
         self._resend.arm("verdict", out, now)
-        self._set_state("verdict_sent")
-        self._event("verdict", sid=self.sid, accept=result.accept, reason=result.reason,
-                    permutation_distance=result.permutation_distance)
+        self._set_state(SubjectState.VERDICT_SENT)
+        self._event(VerdictRecorded(now, self.sid, result.accept, result.reason, result.permutation_distance))
         return [out]
 
-    def _on_release_excluded(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        self._set_state("done")
+    def _on_release_excluded(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
+        self._set_state(SubjectState.DONE)
         return []
 
-    def _on_verdict_ack(self, message: Message, digest: bytes, now: float) -> list[Outgoing]:
-        assert isinstance(message, VerdictAck)
+    def _on_verdict_ack(self, message: VerdictAck, digest: bytes, now: float) -> list[Outgoing]:
         if message.subject != self.public_key or message.verdict_digest != self._verdict_digest:
             raise RemoteProtocolError("bad_ack", "verdict_ack for another verdict")
         self._resend.clear()
-        self._set_state("done")
+        self._set_state(SubjectState.DONE)
         return []
 
+
+
+#: state -> message class -> handler: the single source of dispatch and of the spec's table. A message
+#: whose class the current state does not list is recorded as IGNORE ``unexpected``.
+TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]] = {
+    SubjectState.AWAIT_ANNOUNCE: table(on(Announce, SubjectNode._on_announce)),
+    SubjectState.REGISTERING: table(
+        on(RegisterAck, SubjectNode._on_register_ack),
+        on(Roster, SubjectNode._on_roster),
+        on(Assign, SubjectNode._on_assign),
+    ),
+    SubjectState.REGISTERED: table(on(Roster, SubjectNode._on_roster), on(Assign, SubjectNode._on_assign)),
+    SubjectState.SHARING: table(
+        on(Roster, SubjectNode._on_roster),
+        on(Assign, SubjectNode._on_assign),
+        on(ShuffleStart, SubjectNode._on_shuffle_start),
+        on(RunKeys, SubjectNode._on_run_keys),
+        on(Submit, SubjectNode._on_submit),
+        on(Batch, SubjectNode._on_batch),
+        on(Vote, SubjectNode._on_vote),
+        on(RevealOpen, SubjectNode._on_reveal_open),
+        on(Blame, SubjectNode._on_blame),
+        on(GroupDone, SubjectNode._on_group_done),
+        on(Release, SubjectNode._on_release),
+    ),
+    SubjectState.AWAIT_RELEASE: table(on(Release, SubjectNode._on_release), on(GroupDone, SubjectNode._on_group_done)),
+    SubjectState.VERDICT_SENT: table(on(VerdictAck, SubjectNode._on_verdict_ack)),
+    SubjectState.DONE: table(),
+    SubjectState.EXCLUDED: table(on(Release, SubjectNode._on_release_excluded)),
+    SubjectState.INCOMPATIBLE: table(),
+}

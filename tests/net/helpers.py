@@ -13,7 +13,9 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -123,6 +125,18 @@ class PongNode:
         return events
 
 
+@dataclass(frozen=True)
+class Started(Event):
+    KIND: ClassVar[str] = "started"
+    name: str
+
+
+@dataclass(frozen=True)
+class Pong(Event):
+    KIND: ClassVar[str] = "pong"
+    number: int
+
+
 class PingNode:
     """Waits for the retained hello, then sends ``rounds`` pings one at a time, each re-sent every
     ``retry`` seconds until its pong arrives; ``pace`` seconds pass between an answer and the next
@@ -157,7 +171,7 @@ class PingNode:
         return [Outgoing(f"toy/{self.tag}/ping/{self.name}", f"ping:{self.current}".encode())]
 
     def start(self, now: float) -> list[Outgoing]:
-        self._events.append(Event(now, "started", (("name", self.name),)))
+        self._events.append(Started(now, self.name))
         return []
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
@@ -170,7 +184,7 @@ class PingNode:
         if number != self.current or not self._waiting_answer:
             return []  # a duplicate or stale pong: ignored, as the protocol ignores them
         self.answered.append(number)
-        self._events.append(Event(now, "pong", (("number", number),)))
+        self._events.append(Pong(now, number))
         self._waiting_answer = False
         if self.finished:
             self._timer = None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pytest
 from scipy import stats
@@ -11,6 +12,11 @@ from scipy import stats
 from coutil.net.memory import BusFaults, MemoryBus, NetworkModel, Partition
 from coutil.protocol.node import Event, Outgoing
 from coutil.protocol.topics import is_bulletin
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    KIND: ClassVar[str] = "started"
 
 
 @dataclass
@@ -28,7 +34,7 @@ class ToyNode:
         return self.subs
 
     def start(self, now: float) -> list[Outgoing]:
-        self.events.append(Event(now, "started"))
+        self.events.append(Started(now))
         return list(self.script)
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:

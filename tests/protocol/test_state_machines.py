@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -144,8 +144,8 @@ SUBJECT_STATES += [("complainer", "excluded"), ("incompatible", "incompatible")]
 COLLECTOR_STATES = [("collector", s) for s in ("created", "registration", "sharing", "auditing", "done")]
 
 
-def _probe(node: Any, table: dict[str, dict[str, str]], edges: dict[str, tuple[str, ...]], topic: str,
-           payload: bytes, now: float) -> None:
+def _probe(node: Any, table: Mapping[str, Mapping[type[Message], object]], edges: Mapping[str, tuple[str, ...]],
+           topic: str, payload: bytes, now: float) -> None:
     before_state = node.state
     before = len(node.rejections)
     if not payload:
@@ -157,7 +157,7 @@ def _probe(node: Any, table: dict[str, dict[str, str]], edges: dict[str, tuple[s
     node.receive(topic, payload, now)  # never raises: that is the first property
     new = node.rejections[before:]
     assert len(new) <= 1, new
-    if tag not in table.get(before_state, {}):
+    if tag not in {cls.TAG for cls in table.get(before_state, {})}:
         assert [r.reason for r in new] in (["unexpected"], ["wrong_round"], ["early"]), (before_state, tag, new)
         assert all(r.ignored for r in new)
         assert node.state == before_state
