@@ -57,7 +57,7 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
             opened = open_round(store, secret, config, time.time())
             collector = opened.collector
             log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
-                collector_key=collector.public_key.hex())
+                collector_key=collector.node.public_key.hex())
             limit = config.register_window + config.audit_window + 200 * config.step_timeout
 
             def on_event(node_id: str, event: Event) -> None:
@@ -71,7 +71,7 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
                                                on_event=on_event))
             except OSError as exc:
                 raise NetworkError(f"network error: {exc}") from None
-            outcome = collector.outcome()
+            outcome = collector.node.outcome()
             result = ServedRound(collector.round_id.hex(), outcome.completed, outcome.phase, outcome.registered,
                                  int(outcome.rows.shape[0]), len(outcome.verdicts),
                                  sum(1 for v in outcome.verdicts if v["accept"]), stats.stopped_by)

@@ -12,6 +12,7 @@ Top-level states and the messages each accepts are in `TRANSITIONS`; group runs 
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -525,8 +526,6 @@ class CollectorNode:
 
     def _index_of(self, key: bytes) -> int:
         # Roster order is sorted, so a binary search finds the index.
-        import bisect
-
         return bisect.bisect_left(self._order, key)
 
     # ------------------------------------------------------------------ release and audit

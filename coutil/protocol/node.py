@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -97,13 +99,9 @@ class SystemRandom:
     """Cryptographic randomness from the operating system (deployment default)."""
 
     def bytes(self, n: int) -> bytes:
-        import os
-
         return os.urandom(n)
 
     def below(self, bound: int) -> int:
-        import secrets
-
         return secrets.randbelow(bound)
 
 

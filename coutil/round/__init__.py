@@ -23,9 +23,12 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from coutil.round.memory import MemoryRound, run_memory_round, simulate_round
-    from coutil.round.report import RoundReport
-    from coutil.round.simulation import FaultPlan, synthetic_dataset
+    from coutil.round.memory import MemoryRound as MemoryRound
+    from coutil.round.memory import run_memory_round as run_memory_round
+    from coutil.round.memory import simulate_round as simulate_round
+    from coutil.round.report import RoundReport as RoundReport
+    from coutil.round.simulation import FaultPlan as FaultPlan
+    from coutil.round.simulation import synthetic_dataset as synthetic_dataset
 
 _EXPORTS = {
     "MemoryRound": "coutil.round.memory",
@@ -36,7 +39,7 @@ _EXPORTS = {
     "synthetic_dataset": "coutil.round.simulation",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["FaultPlan", "MemoryRound", "RoundReport", "run_memory_round", "simulate_round", "synthetic_dataset"]
 
 
 def __getattr__(name: str) -> object:

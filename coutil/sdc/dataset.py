@@ -66,7 +66,9 @@ class CsvTable:
             if len(self.header) == 1 and any(sep in self.header[0] for sep in ";\t|"):
                 # A one-column header holding separators is almost always a file that is not comma-separated.
                 hint = " (the file must be comma-separated)"
-            shown = ", ".join(self.header[:20]) + (f", ... ({len(self.header):,} in all)" if len(self.header) > 20 else "")
+            shown = ", ".join(self.header[:20])
+            if len(self.header) > 20:
+                shown += f", ... ({len(self.header):,} in all)"
             raise DataFileError(self.path, f"unknown column {name!r}; the columns are {shown}{hint}")
         return index
 

@@ -71,7 +71,7 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = stats.elapsed
     summary = report.summary()
-    traffic = summary["traffic_per_subject"]
+    traffic = report.traffic
     if not traffic:  # no subject's counters came back (a worker that did not report)
         zero = {"mean": 0.0, "max": 0.0}
         traffic = {name: zero for name in ("sent_messages", "received_messages", "total_bytes")}
@@ -91,15 +91,15 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
         # This run's process (each run has its own) and its finished children (workers, mosquitto).
         "cpu_s_process": round(usage.ru_utime + usage.ru_stime, 2),
         "cpu_s_children": round(children.ru_utime + children.ru_stime, 2),
-        "wall_per_phase_s": {p: round(summary["wall_times"].get(p, 0.0), 3) for p in PHASES},
+        "wall_per_phase_s": {p: round(report.wall_times.get(p, 0.0), 3) for p in PHASES},
         "per_subject": {name: {"mean": round(v["mean"], 2), "max": v["max"]} for name, v in traffic.items()},
         "wire": {
             "connections": network["connections"],
             "received_messages": network["wire_received_messages"],
             "sent_messages": network["wire_sent_messages"],
         },
-        "duplicates_ignored": summary["rejections"].get("duplicate", 0),
-        "rejections": summary["rejections"],
+        "duplicates_ignored": report.rejections.get("duplicate", 0),
+        "rejections": report.rejections,
         "driver_drops": network["drops"],
         "reconnects": network["reconnects"],
         "broker_drops": report.dropped.get("broker"),

@@ -29,7 +29,7 @@ from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.states import CollectorState, SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
-from coutil.simulate import synthetic_dataset
+from coutil.round.simulation import synthetic_dataset
 
 SPEC = Path(__file__).parents[2] / "protocol" / "SPEC.md"
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
