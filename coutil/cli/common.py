@@ -87,6 +87,15 @@ def _is_help_request(exc: Exception) -> bool:
     return type(exc).__name__ == "NoArgsIsHelpError"
 
 
+def _parse_in_one_line(parse: Callable[[Any, list[str]], list[str]], ctx: Any, args: list[str]) -> list[str]:
+    try:
+        return parse(ctx, args)
+    except _UsageError as exc:
+        if _is_help_request(exc):
+            raise
+        raise _one_line_usage_error(exc, ctx) from None
+
+
 class OneLineErrorsCommand(TyperCommand):
     """A typer command whose parse errors (``--k abc``, a missing or misspelt option) are one line.
 
@@ -95,12 +104,7 @@ class OneLineErrorsCommand(TyperCommand):
     """
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except _UsageError as exc:
-            if _is_help_request(exc):
-                raise
-            raise _one_line_usage_error(exc, ctx) from None
+        return _parse_in_one_line(super().parse_args, ctx, args)
 
 
 class OneLineErrorsGroup(TyperGroup):
@@ -113,12 +117,7 @@ class OneLineErrorsGroup(TyperGroup):
             raise _one_line_usage_error(exc, ctx) from None
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except _UsageError as exc:
-            if _is_help_request(exc):
-                raise
-            raise _one_line_usage_error(exc, ctx) from None
+        return _parse_in_one_line(super().parse_args, ctx, args)
 
 
 def phase_progress(bars: Progress, phases: Sequence[str], total: int) -> Callable[[str, float], None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from coutil.net.memory import DEFAULT_MAX_EVENTS, MemoryBus, NetworkModel
 from coutil.protocol.collector import CollectorNode
@@ -46,45 +47,44 @@ class MemoryRound:
         return self.subjects[row]
 
 
-def run_memory_round(
-    data: Dataset,
-    config: RoundConfig,
-    *,
-    seed: int,
-    network: NetworkModel | None = None,
-    faults: FaultPlan | None = None,
-    out_dir: Path | None = None,
-    progress: ProgressCallback | None = None,
-    max_virtual_time: float | None = None,
-    record_publications: bool = False,
-    max_events: int = DEFAULT_MAX_EVENTS,
-) -> RoundReport:
+class SimulationOptions(TypedDict, total=False):
+    """The options of an in-memory round (all optional)."""
+
+    #: The simulated network (default: 50 ms latency, 20 ms jitter, no loss).
+    network: NetworkModel | None
+    #: Subjects who vanish (default: none).
+    faults: FaultPlan | None
+    #: Write release.csv, manifest.json, audit.json, trace.jsonl and report.json here.
+    out_dir: Path | None
+    progress: ProgressCallback | None
+    #: Stop at this virtual time (default: both windows plus 200 step timeouts).
+    max_virtual_time: float | None
+    #: Keep the bus log (who published which bytes when): what a curious collector observes.
+    record_publications: bool
+    #: Stop after this many bus events (a safety cap).
+    max_events: int
+
+
+def run_memory_round(data: Dataset, config: RoundConfig, *, seed: int,
+                     **options: Unpack[SimulationOptions]) -> RoundReport:
     """Run one round with one subject per record of ``data`` and return its report (see `simulate_round`)."""
-    return simulate_round(data, config, seed=seed, network=network, faults=faults, out_dir=out_dir,
-                          progress=progress, max_virtual_time=max_virtual_time,
-                          record_publications=record_publications, max_events=max_events).report
+    return simulate_round(data, config, seed=seed, **options).report
 
 
-def simulate_round(
-    data: Dataset,
-    config: RoundConfig,
-    *,
-    seed: int,
-    network: NetworkModel | None = None,
-    faults: FaultPlan | None = None,
-    out_dir: Path | None = None,
-    progress: ProgressCallback | None = None,
-    max_virtual_time: float | None = None,
-    record_publications: bool = False,
-    max_events: int = DEFAULT_MAX_EVENTS,
-) -> MemoryRound:
-    """Run one round in memory and keep its bus and nodes.
+def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
+                   **options: Unpack[SimulationOptions]) -> MemoryRound:
+    """Run one round in memory (`SimulationOptions`) and keep its bus and nodes.
 
-    ``record_publications`` keeps the bus log (who published which bytes when), which is what a
-    curious collector observes. The run stops when the collector is finished, at
-    ``max_virtual_time`` (default: both windows plus 200 step timeouts) or after ``max_events`` bus
-    events.
+    The run stops when the collector is finished, at ``max_virtual_time`` or after ``max_events``
+    bus events.
     """
+    network = options.get("network")
+    faults = options.get("faults")
+    out_dir = options.get("out_dir")
+    progress = options.get("progress")
+    max_virtual_time = options.get("max_virtual_time")
+    record_publications = options.get("record_publications", False)
+    max_events = options.get("max_events", DEFAULT_MAX_EVENTS)
     network = network if network is not None else NetworkModel()
     faults = faults if faults is not None else FaultPlan()
     t0 = time.perf_counter()

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import time
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from coutil.net.broker_drops import BrokerDropCounter
 from coutil.net.broker_process import BrokerProcess
@@ -31,26 +32,35 @@ from coutil.round.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool,
 from coutil.sdc.dataset import Dataset
 
 
-async def run_mqtt_round_async(
-    data: Dataset,
-    config: RoundConfig,
-    *,
-    seed: int,
-    broker: str | BrokerAddress | None = None,
-    timeout: float | None = None,
-    out_dir: Path | None = None,
-    progress: ProgressCallback | None = None,
-    options: DriverOptions | None = None,
-    shared_connection: bool = True,
-    workers: int = 0,
-) -> tuple[RoundReport, HostStats]:
-    """Run one round over ``broker`` (an embedded amqtt broker when None); see the module docstring.
+class MqttRoundOptions(TypedDict, total=False):
+    """The options of a round over MQTT (all optional)."""
 
-    ``shared_connection``: the subjects share one multiplexed MQTT connection (the collector has its
-    own); False gives every subject her own connection, as deployed behind a per-subject ACL.
-    ``workers``: host the subjects in that many worker processes (`coutil.net.workers`), each
-    multiplexing its slice over one connection; 0 keeps them in this process.
-    """
+    #: The broker (default: an embedded amqtt broker on 127.0.0.1, in a child process).
+    broker: str | BrokerAddress | None
+    #: Give up after this many seconds (default: both windows plus 60 step timeouts).
+    timeout: float | None
+    #: Write release.csv, manifest.json, audit.json, trace.jsonl and report.json here.
+    out_dir: Path | None
+    progress: ProgressCallback | None
+    options: DriverOptions | None
+    #: The subjects share one multiplexed MQTT connection (the collector has its own); False gives
+    #: every subject her own connection, as deployed behind a per-subject ACL. Default True.
+    shared_connection: bool
+    #: Host the subjects in that many worker processes (`coutil.round.workers`), each multiplexing
+    #: its slice over one connection; 0 (the default) keeps them in this process.
+    workers: int
+
+
+async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
+                               **kwargs: Unpack[MqttRoundOptions]) -> tuple[RoundReport, HostStats]:
+    """Run one round over a broker (`MqttRoundOptions`); see the module docstring."""
+    broker = kwargs.get("broker")
+    timeout = kwargs.get("timeout")
+    out_dir = kwargs.get("out_dir")
+    progress = kwargs.get("progress")
+    options = kwargs.get("options")
+    shared_connection = kwargs.get("shared_connection", True)
+    workers = kwargs.get("workers", 0)
     t0 = time.perf_counter()
     # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
     if workers > 0:
@@ -150,20 +160,7 @@ async def run_mqtt_round_async(
     return report, stats
 
 
-def run_mqtt_round(
-    data: Dataset,
-    config: RoundConfig,
-    *,
-    seed: int,
-    broker: str | BrokerAddress | None = None,
-    timeout: float | None = None,
-    out_dir: Path | None = None,
-    progress: ProgressCallback | None = None,
-    options: DriverOptions | None = None,
-    shared_connection: bool = True,
-    workers: int = 0,
-) -> tuple[RoundReport, HostStats]:
+def run_mqtt_round(data: Dataset, config: RoundConfig, *, seed: int,
+                   **kwargs: Unpack[MqttRoundOptions]) -> tuple[RoundReport, HostStats]:
     """Synchronous wrapper of `run_mqtt_round_async` (starts its own event loop)."""
-    return asyncio.run(run_mqtt_round_async(data, config, seed=seed, broker=broker, timeout=timeout,
-                                            out_dir=out_dir, progress=progress, options=options,
-                                            shared_connection=shared_connection, workers=workers))
+    return asyncio.run(run_mqtt_round_async(data, config, seed=seed, **kwargs))
