@@ -1,17 +1,34 @@
 """The collector service: a `CollectorNode` whose every acknowledgement is backed by SQLite.
 
 `PersistentCollector` wraps the sans-IO collector and follows the storage rule **write first,
-acknowledge second**: the driver publishes a node's outgoing messages only after `receive`
-returns, and `receive` commits an accepted registration or verdict before returning. A ``kill -9``
-therefore never loses anything the collector acknowledged.
+publish second**: the driver publishes a node's outgoing messages only after `receive` (or
+`on_timer`, `start`) returns, and before returning the service drains the node's events and commits
+what they report, in one transaction:
+
+* `RegistrationAccepted` / `VerdictAccepted`: the exact payload just received (before its ack);
+* `GroupsFormed`: the roster (sorted subject keys, Merkle root, the signed roster) and every
+  subject's group with her signed assign (before the roster and the assigns are published);
+  `GroupMerged`: the moved members' new assigns;
+* `MemberExcluded`: the exclusion; `ReleasePublished`: the signed release and its CSV (before it
+  is published); `PhaseChanged`: the phase; when the round ends, every exclusion and the rejection
+  counts (from the node's public `outcome()` and `rejections`).
+
+It reads nothing private of the node: only its events, its outgoing messages (found by topic,
+`coutil.protocol.topics`) and its public API. A ``kill -9`` therefore never loses anything the
+collector acknowledged or published.
 
 Restart semantics (`open_round`): the newest unfinished round in the database is
 
 * **resumed** when it was still in registration and its registration window is still open: the
   collector is rebuilt from the service's secret seed (same identity, same round key, same deadlines,
-  hence a byte-identical announce) and the stored registrations are replayed into it;
-* **aborted** otherwise (its phase is set to ``aborted``; everything stored stays available to
-  ``coutil collector export``), and a fresh round is announced.
+  hence a byte-identical announce) and the stored registrations are replayed into it (their acks are
+  re-sent; subjects de-duplicate them);
+* **aborted** otherwise, at any later phase boundary (registration closed, sharing, auditing,
+  released): the round's phase is set to ``aborted``; every stored row (registrations, roster,
+  assignments, exclusions, release, verdicts) stays as it was and ``coutil collector export`` still
+  writes a stored release. A fresh round is then announced. A shuffle is not resumed: the members'
+  per-run keys live only in their processes, and the collector's round key only in the crashed
+  one, so records never opened before the crash can never be opened.
 
 The service's secret seed lives beside the database in ``<db>.secret`` (mode 0600): 32 random
 bytes from which the collector's signing key and each round's random stream are derived
@@ -23,19 +40,34 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from coutil.collector.storage import CollectorStore
-from coutil.errors import InputError, RemoteProtocolError
+from coutil.collector.storage import CollectorStore, StoredRegistration
+from coutil.errors import InputError
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.events import CollectorEvent
-from coutil.protocol.node import Outgoing, SeededRandom, SystemRandom
+from coutil.protocol.events import (
+    CollectorEvent,
+    GroupMerged,
+    GroupsFormed,
+    MemberExcluded,
+    PhaseChanged,
+    RegistrationAccepted,
+    ReleasePublished,
+    VerdictAccepted,
+)
+from coutil.protocol.messages import Assign, Roster
+from coutil.protocol.node import Outgoing, Rejection, SeededRandom, SystemRandom
 from coutil.sdc.dataset import format_number
 
 SECRET_BYTES = 32
+
+#: The events whose news the service commits before the call's outgoing messages leave.
+_STORED_EVENTS = (RegistrationAccepted, VerdictAccepted, GroupsFormed, GroupMerged, MemberExcluded,
+                  ReleasePublished, PhaseChanged)
 
 
 def load_or_create_secret(db_path: Path) -> bytes:
@@ -67,15 +99,20 @@ class PersistentCollector:
     """A `CollectorNode` that commits what it acknowledges (implements `coutil.protocol.node.Node`)."""
 
     def __init__(
-        self, node: CollectorNode, store: CollectorStore, *, resume: tuple[float, list[bytes]] | None = None
+        self, node: CollectorNode, store: CollectorStore, *,
+        resume: tuple[float, Sequence[StoredRegistration]] | None = None,
     ) -> None:
-        """``resume``: (the round's original start time, its stored registration payloads)."""
+        """``resume``: (the round's original start time, its stored registrations)."""
         self.node = node
         self.store = store
         self.round_id = node.round_id
         self.client_id = node.client_id
         self._resume = resume
-        self._release_stored = False
+        self._limits = codec.Limits(max_message_bytes=node.config.max_message_bytes)
+        #: The node's events, drained after every call, for the driver's `drain_events`.
+        self._events: list[CollectorEvent] = []
+        #: sid -> subject key of every accepted registration (exclusion events name the sid).
+        self._subjects: dict[str, bytes] = {}
         self._finish_stored = False
 
     # -- Node interface ---------------------------------------------------------------------------
@@ -84,7 +121,7 @@ class PersistentCollector:
         return self.node.finished
 
     @property
-    def rejections(self) -> list[object]:
+    def rejections(self) -> list[Rejection]:
         return list(self.node.rejections)
 
     def subscriptions(self) -> frozenset[str]:
@@ -96,71 +133,108 @@ class PersistentCollector:
     def start(self, now: float) -> list[Outgoing]:
         if self._resume is not None:
             # Re-announce the stored round (byte-identical) and replay its registrations; their
-            # acknowledgements are re-sent, which subjects de-duplicate.
+            # acknowledgements are re-sent, which subjects de-duplicate. One transaction for the lot.
             started_at, registrations = self._resume
-            out = self.node.start(now, started_at=started_at)
-            limits = codec.Limits(max_message_bytes=self.node.config.max_message_bytes)
-            for payload in registrations:
-                # Replayed on the topic it originally arrived on (its sender's own), as the node checks.
-                sender = codec.decode(payload, limits).message.sender
-                out.extend(self.node.receive(topics.subject_up(self.round_id, sender), payload, now))
+            with self.store.transaction():
+                out = self._step(self.node.start(now, started_at=started_at), None, now)
+                for stored in registrations:
+                    # Replayed on the topic it originally arrived on (its sender's own), as the node checks.
+                    topic = topics.subject_up(self.round_id, stored.subject_key)
+                    out.extend(self._step(self.node.receive(topic, stored.payload, now), stored.payload, now))
             return out
         out = self.node.start(now)
-        params = dataclasses.asdict(self.node.config)
-        self.store.create_round(self.round_id, params, collector_key=self.node.public_key, now=now,
-                                announce=out[0].payload)
-        return out
+        announce = next(o.payload for o in out if o.topic == topics.ANNOUNCE)
+        with self.store.transaction():
+            self.store.create_round(self.round_id, dataclasses.asdict(self.node.config),
+                                    collector_key=self.node.public_key, now=now, announce=announce)
+            return self._step(out, None, now)
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        registered = len(self.node._registrations)
-        verdicts = len(self.node._verdicts)
-        out = self.node.receive(topic, payload, now)
-        if len(self.node._registrations) > registered or len(self.node._verdicts) > verdicts:
-            self._commit(payload, now)
-        return out
+        return self._step(self.node.receive(topic, payload, now), payload, now)
 
     def on_timer(self, now: float) -> list[Outgoing]:
-        return self.node.on_timer(now)
+        return self._step(self.node.on_timer(now), None, now)
 
     def drain_events(self) -> list[CollectorEvent]:
-        events = self.node.drain_events()
-        for event in events:
-            if event.kind == "phase":
-                self.store.set_phase(self.round_id, str(dict(event.data).get("phase")), event.at)
-        self._store_progress()
+        events, self._events = self._events, []
         return events
 
     # -- persistence ------------------------------------------------------------------------------
-    def _commit(self, payload: bytes, now: float) -> None:
-        try:
-            decoded = codec.decode(payload, codec.Limits(max_message_bytes=self.node.config.max_message_bytes))
-        except RemoteProtocolError:  # the node accepted it, so it decodes; be defensive anyway
-            return
-        message = decoded.message
-        if message.TAG == "register":
-            self.store.record_registration(self.round_id, message.sender, payload, decoded.digest, now)
-        elif message.TAG == "verdict":
-            accept = bool(getattr(message, "accept", False))
-            self.store.record_verdict(self.round_id, message.sender, payload, decoded.digest, accept=accept,
-                                      now=now)
+    def _step(self, out: list[Outgoing], received: bytes | None, now: float) -> list[Outgoing]:
+        """Commit what the node's new events report, then hand ``out`` back (write first)."""
+        events = self.node.drain_events()
+        self._events.extend(events)
+        stored = [e for e in events if isinstance(e, _STORED_EVENTS)]
+        finishing = self.node.finished and not self._finish_stored
+        if not stored and not finishing:
+            return out
+        with self.store.transaction():
+            for event in stored:
+                self._commit(event, out, received)
+            if finishing:
+                self._store_finish(now)
+        return out
 
-    def _store_progress(self) -> None:
-        node = self.node
-        release = node._release_out
-        if release is not None and not self._release_stored:
-            outcome = node.outcome()
-            lines = [",".join(outcome.columns)]
-            lines.extend(",".join(format_number(float(v)) for v in row) for row in outcome.rows)
-            self.store.record_release(self.round_id, release.payload, "\n".join(lines) + "\n", node._now)
-            self._release_stored = True
-        if node.finished and not self._finish_stored:
-            for key, reason in node._excluded.items():
-                self.store.record_exclusion(self.round_id, key, reason)
-            counts: dict[str, int] = {}
-            for rejection in node.rejections:
-                counts[rejection.reason] = counts.get(rejection.reason, 0) + 1
-            self.store.add_rejections(self.round_id, counts)
-            self._finish_stored = True
+    def _commit(self, event: CollectorEvent, out: list[Outgoing], received: bytes | None) -> None:
+        store, round_id = self.store, self.round_id
+        if isinstance(event, RegistrationAccepted | VerdictAccepted):
+            # Reported by the node while it handled ``received``: those are the bytes it accepted.
+            if received is None or codec.payload_digest_of(received, self._limits) != event.digest:
+                raise RuntimeError(f"{event.kind} without the payload it accepts")
+            if isinstance(event, RegistrationAccepted):
+                self._subjects[event.sid] = event.subject
+                store.record_registration(round_id, event.subject, received, event.digest, event.at)
+            else:
+                store.record_verdict(round_id, event.subject, received, event.digest, accept=event.accept,
+                                     now=event.at)
+        elif isinstance(event, GroupsFormed):
+            self._store_roster(out)
+            self._store_assignments(out)
+        elif isinstance(event, GroupMerged):
+            self._store_assignments(out)
+        elif isinstance(event, MemberExcluded):
+            key = self._subjects.get(event.sid)
+            if key is not None:
+                store.record_exclusion(round_id, key, event.reason)
+        elif isinstance(event, ReleasePublished):
+            self._store_release(out, event.at)
+        elif isinstance(event, PhaseChanged):
+            store.set_phase(round_id, event.phase, event.at)
+
+    def _store_roster(self, out: list[Outgoing]) -> None:
+        payload = next(o.payload for o in out if o.topic == topics.roster(self.round_id))
+        roster = codec.decode_own(payload, self._limits)
+        if not isinstance(roster, Roster):
+            raise RuntimeError(f"{roster.TAG} on the roster topic")
+        keys = sorted(self._subjects.values())  # the roster order
+        if len(keys) != roster.n:
+            raise RuntimeError(f"roster of {roster.n} subjects, {len(keys)} registrations seen")
+        self.store.record_roster(self.round_id, keys, roster.merkle_root, payload)
+
+    def _store_assignments(self, out: list[Outgoing]) -> None:
+        assignments: list[tuple[bytes, int, bytes | None]] = []
+        for o in out:
+            if topics.INBOX_MARK in o.topic:
+                message = codec.decode_own(o.payload, self._limits)
+                if isinstance(message, Assign):
+                    assignments.append((message.subject, message.group, o.payload))
+        self.store.record_assignments(self.round_id, assignments)
+
+    def _store_release(self, out: list[Outgoing], at: float) -> None:
+        payload = next(o.payload for o in out if o.topic == topics.release(self.round_id))
+        outcome = self.node.outcome()
+        lines = [",".join(outcome.columns)]
+        lines.extend(",".join(format_number(float(v)) for v in row) for row in outcome.rows)
+        self.store.record_release(self.round_id, payload, "\n".join(lines) + "\n", at)
+
+    def _store_finish(self, now: float) -> None:
+        outcome = self.node.outcome()
+        for excluded in outcome.excluded:
+            key = self._subjects.get(str(excluded["sid"]))
+            if key is not None:
+                self.store.record_exclusion(self.round_id, key, str(excluded["reason"]))
+        self.store.add_rejections(self.round_id, outcome.rejections)
+        self._finish_stored = True
 
 
 @dataclass(frozen=True)
@@ -182,7 +256,7 @@ def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: f
             stored_config = RoundConfig.from_mapping(stored.params)
             node = CollectorNode(stored_config, identity=identity, rng=round_rng(secret, stored.round_id),
                                  round_id=stored.round_id)
-            resume = (stored.created_at, [r.payload for r in stored.registrations])
+            resume = (stored.created_at, stored.registrations)
             return OpenedRound(PersistentCollector(node, store, resume=resume), "resumed")
         store.set_phase(stored.round_id, "aborted", now)
         how = f"new after aborting {stored.round_id.hex()}"

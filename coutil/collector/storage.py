@@ -12,9 +12,12 @@ many registrations received in one burst should be committed together with `reco
 (group commit) and acknowledged after it returns.
 
 What is stored is the exact bytes received or published (payloads are signed; re-encoding would
-break the signatures), plus the few derived values the service needs to index them. Group records
-are stored only once a group's shuffle opened (they are then unlinkable from their subjects);
-nothing confidential per subject is stored anywhere else.
+break the signatures), plus the few derived values the service needs to index them: the announce,
+registrations, the roster and every subject's group (with her signed assign), written before they
+are published; exclusions; the release; verdicts; rejection counts. Confidential values are stored
+only inside the release (once every group's shuffle opened, so unlinkable from their subjects): the
+opened records of a group are not stored separately (schema 1 had a ``group_records`` table that
+nothing wrote; schema 2 dropped it), and nothing confidential per subject is stored anywhere.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from types import TracebackType
 from coutil.errors import InputError
 
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
-SCHEMA_VERSION = 1
+#: 2: the unused ``group_records`` table dropped (the release holds the opened records).
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rounds (
@@ -67,14 +71,6 @@ CREATE TABLE IF NOT EXISTS assignments (
     group_index INTEGER NOT NULL,
     payload BLOB,
     PRIMARY KEY (round_id, subject_key)
-);
-CREATE TABLE IF NOT EXISTS group_records (
-    round_id BLOB NOT NULL REFERENCES rounds(round_id),
-    group_index INTEGER NOT NULL,
-    run INTEGER NOT NULL,
-    records TEXT NOT NULL,
-    opened_at REAL NOT NULL,
-    PRIMARY KEY (round_id, group_index)
 );
 CREATE TABLE IF NOT EXISTS exclusions (
     round_id BLOB NOT NULL REFERENCES rounds(round_id),
@@ -154,8 +150,6 @@ class StoredRound:
     roster_payload: bytes | None = None
     assignments: dict[bytes, int] = field(default_factory=dict)
     assignment_payloads: dict[bytes, bytes] = field(default_factory=dict)
-    #: group index -> (run, records); only groups whose shuffle opened.
-    group_records: dict[int, tuple[int, tuple[tuple[float, ...], ...]]] = field(default_factory=dict)
     exclusions: dict[bytes, str] = field(default_factory=dict)
     release_payload: bytes | None = None
     release_csv: str | None = None
@@ -186,7 +180,10 @@ class CollectorStore:
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
         if has_tables and version != SCHEMA_VERSION:
             self._db.close()
-            raise InputError(f"{self.path}: collector database schema {version}, expected {SCHEMA_VERSION}")
+            older = " (written by an older coutil: export its releases with that version, then start a new " \
+                    "database)" if version < SCHEMA_VERSION else " (written by a newer coutil)"
+            raise InputError(f"{self.path}: collector database schema {version}, this coutil reads schema "
+                             f"{SCHEMA_VERSION}{older}; it is never migrated automatically")
         #: Nesting depth of `transaction` blocks (only the outermost one commits).
         self._depth = 0
         self._create_schema()
@@ -324,17 +321,6 @@ class CollectorStore:
                 [(round_id, key, group, payload) for key, group, payload in assignments],
             )
 
-    def record_group_records(
-        self, round_id: bytes, group: int, run: int, records: Sequence[Sequence[float]], now: float
-    ) -> None:
-        """The opened (shuffled) records of one group; call only after its shuffle opened."""
-        rows = [[float(value) for value in record] for record in records]
-        with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO group_records VALUES (?, ?, ?, ?, ?)",
-                (round_id, group, run, json.dumps(rows), now),
-            )
-
     def record_exclusion(self, round_id: bytes, subject_key: bytes, reason: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO exclusions VALUES (?, ?, ?)", (round_id, subject_key, reason))
@@ -400,12 +386,6 @@ class CollectorStore:
             assignments[bytes(key)] = int(group)
             if payload is not None:
                 assignment_payloads[bytes(key)] = bytes(payload)
-        group_records = {
-            int(group): (int(run), tuple(tuple(float(v) for v in rec) for rec in json.loads(records)))
-            for group, run, records in db.execute(
-                "SELECT group_index, run, records FROM group_records WHERE round_id = ? ORDER BY group_index", args
-            )
-        }
         exclusions = {
             bytes(key): reason
             for key, reason in db.execute("SELECT subject_key, reason FROM exclusions WHERE round_id = ?", args)
@@ -440,7 +420,6 @@ class CollectorStore:
             roster_payload=bytes(roster_row[2]) if roster_row is not None else None,
             assignments=assignments,
             assignment_payloads=assignment_payloads,
-            group_records=group_records,
             exclusions=exclusions,
             release_payload=bytes(release[0]) if release is not None else None,
             release_csv=release[1] if release is not None else None,

@@ -341,12 +341,8 @@ class VerifiedEnvelopes:
             self._digests.popitem(last=False)
 
 
-def decode(data: bytes, limits: Limits | None = None, verified: VerifiedEnvelopes | None = None) -> Decoded:
-    """Decode and verify one envelope (SPEC §7.2 steps 1-6); RemoteProtocolError on any failure.
-
-    ``verified``: envelopes known to verify (see `VerifiedEnvelopes`); this one is added when it does.
-    """
-    limits = limits if limits is not None else Limits()
+def _parse(data: bytes, limits: Limits) -> tuple[Message, bytes, bytes]:
+    """SPEC §7.2 steps 1-5: (message, payload, signature), the signature not yet checked."""
     payload, signature = _open_envelope(data, limits)
     body = _unpack(payload, limits, "payload")
     if type(body) is not tuple or len(body) < 3 or type(body[0]) is not str:
@@ -357,13 +353,32 @@ def decode(data: bytes, limits: Limits | None = None, verified: VerifiedEnvelope
     if len(body) - 1 != len(schema.fields):
         raise _bad(f"{body[0]}: {len(body) - 3} fields, expected {len(schema.fields) - 2}")
     message: Message = schema.check(body[1:], limits, body[0])
+    return message, payload, signature
+
+
+def decode(data: bytes, limits: Limits | None = None, verified: VerifiedEnvelopes | None = None) -> Decoded:
+    """Decode and verify one envelope (SPEC §7.2 steps 1-6); RemoteProtocolError on any failure.
+
+    ``verified``: envelopes known to verify (see `VerifiedEnvelopes`); this one is added when it does.
+    """
+    limits = limits if limits is not None else Limits()
+    message, payload, signature = _parse(data, limits)
     envelope_digest = hashlib.sha256(data).digest() if verified is not None else b""
     if verified is None or envelope_digest not in verified:
         if not crypto.verify(message.sender, SIGNATURE_DOMAIN + payload, signature):
-            raise RemoteProtocolError("bad_signature", f"{body[0]} signature does not verify under its sender")
+            raise RemoteProtocolError("bad_signature", f"{message.TAG} signature does not verify under its sender")
         if verified is not None:
             verified.add(envelope_digest)
     return Decoded(message, payload, payload_digest(payload), bytes(data))
+
+
+def decode_own(data: bytes, limits: Limits | None = None) -> Message:
+    """Decode a message this process encoded and signed itself, WITHOUT checking the signature.
+
+    Only for bytes that never left the process (the collector service reading its node's outgoing
+    messages to store them); anything received goes through `decode`.
+    """
+    return _parse(data, limits if limits is not None else Limits())[0]
 
 
 class DecodeCache:

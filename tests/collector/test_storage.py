@@ -41,7 +41,6 @@ def test_round_trip_of_everything_a_round_stores(tmp_path: Path) -> None:
         store.record_roster(ROUND, sorted(keys), b"root" * 8, b"roster-payload")
         store.record_assignments(ROUND, [(k, i % 2, b"assign%d" % i) for i, k in enumerate(keys)])
         store.record_assignments(ROUND, [(keys[3], 5, None)])  # regrouped later: replaces
-        store.record_group_records(ROUND, 0, 2, [[1.5, -2.0], [3.25, 0.1]], 120.0)
         store.record_exclusion(ROUND, keys[6], "no_reveal")
         store.add_rejections(ROUND, {"bad_signature": 2, "stale": 1})
         store.add_rejections(ROUND, {"bad_signature": 3, "unused": 0})
@@ -63,7 +62,6 @@ def test_round_trip_of_everything_a_round_stores(tmp_path: Path) -> None:
         assert loaded.roster == tuple(sorted(keys)) and loaded.roster_root == b"root" * 8
         assert loaded.assignments[keys[3]] == 5 and loaded.assignments[keys[4]] == 0
         assert keys[3] not in loaded.assignment_payloads and loaded.assignment_payloads[keys[2]] == b"assign2"
-        assert loaded.group_records == {0: (2, ((1.5, -2.0), (3.25, 0.1)))}
         assert loaded.exclusions == {keys[6]: "no_reveal"}
         assert loaded.rejections == {"bad_signature": 5, "stale": 1}
         assert (loaded.release_payload, loaded.release_csv) == (b"release-bytes", "a,b\n1,2\n")
@@ -105,8 +103,17 @@ def test_failed_transaction_rolls_back_and_errors_are_clear(tmp_path: Path) -> N
     with sqlite3.connect(other) as raw:
         raw.execute("CREATE TABLE t (x)")
         raw.execute("PRAGMA user_version = 99")
-    with pytest.raises(InputError, match="schema 99"):
+    with pytest.raises(InputError, match=r"schema 99.*newer"):
         CollectorStore(other)
+    # A schema-1 database (with the group_records table this version dropped) is refused, not migrated.
+    old = tmp_path / "schema1.sqlite"
+    with sqlite3.connect(old) as raw:
+        raw.execute("CREATE TABLE group_records (round_id BLOB)")
+        raw.execute("PRAGMA user_version = 1")
+    with pytest.raises(InputError, match=r"schema 1, this coutil reads schema 2 .*older coutil"):
+        CollectorStore(old)
+    with sqlite3.connect(old) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 1  # untouched
 
 
 _WRITER = textwrap.dedent(
