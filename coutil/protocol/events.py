@@ -46,12 +46,6 @@ class Event:
                 out[f.name] = _plain(getattr(self, f.name))
         return out
 
-    @property
-    def data(self) -> tuple[tuple[str, object], ...]:
-        """DEPRECATED, for removal: the fields as (name, value) pairs as `as_dict` renders them.
-        Kept only for the drivers that read ``dict(event.data)`` until they match on event classes."""
-        return tuple((k, v) for k, v in self.as_dict().items() if k not in ("at", "event"))
-
 
 # ---------------------------------------------------------------------- subject events
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from coutil.protocol.messages import Assign, Release, Roster
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
-from coutil.simulate import synthetic_dataset
+from coutil.round.simulation import synthetic_dataset
 
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50, step_timeout=10.0,
                      retry_interval=1.0, register_window=30.0, audit_window=20.0, expected_subjects=12)

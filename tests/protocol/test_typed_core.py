@@ -118,8 +118,6 @@ def test_every_event_class_renders_a_json_trace_line() -> None:
         decoded = json.loads(json.dumps(line))  # plain JSON: no bytes, no enums left
         assert decoded == line
         assert all(type(v) in (int, float, str, bool) for v in line.values()), line
-        # The deprecated compatibility view: the fields but at/event, as as_dict renders them.
-        assert dict(event.data) == {k: v for k, v in line.items() if k not in ("at", "event")}
         kinds.setdefault(cls in typing.get_args(SubjectEvent), set()).add(cls.KIND)
     # One class per kind within each node's union.
     assert len(kinds[True]) == len(typing.get_args(SubjectEvent))
