@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 from typer.main import get_command
@@ -25,8 +26,19 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from coutil import __version__
+
+        print(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def root() -> None:
+def root(
+    version: Annotated[bool, typer.Option("--version", help="Print the coutil version and exit.",
+                                          callback=_print_version, is_eager=True)] = False,
+) -> None:
     """Co-utile collaborative anonymization: k-anonymity built peer to peer, audited by every subject.
 
     Exit codes: 0 ok; 1 internal error; 2 bad input or usage; 3 a privacy check failed;
@@ -35,11 +47,19 @@ def root() -> None:
 
 
 @app.command("version")
-def version_command() -> None:
+def version_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print {\"version\": ...} as one JSON object.")] = False,
+) -> None:
     """Print the coutil version."""
+    import json
+    import platform
+
     from coutil import __version__
 
-    print(__version__)
+    if as_json:
+        print(json.dumps({"version": __version__, "python": platform.python_version()}))
+    else:
+        print(__version__)
 
 
 def _register_all() -> None:

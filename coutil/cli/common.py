@@ -20,13 +20,24 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from coutil.errors import InputError
 
-#: Human-facing output goes to stderr so that stdout carries only data (CSV, JSON).
-err_console = Console(stderr=True)
-out_console = Console()
+#: Human-facing output goes to stderr so that stdout carries only data (CSV, JSON). Piped or redirected
+#: (not a terminal), tables keep every column whole: no 80-column default that cuts values to "5546…".
+_WIDE = 10_000
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _WIDE)
+out_console = Console(width=None if sys.stdout.isatty() else _WIDE)
+
+
+def _display_type_without_flags(self: TyperOption, ctx: Any) -> str | None:
+    # typer shows every flag as "--json <bool>", which reads as if the flag took a value: flags get no type.
+    return None if self.is_flag else _typer_display_type(self, ctx)
+
+
+_typer_display_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _display_type_without_flags  # type: ignore[method-assign]
 
 
 def _jsonable(obj: Any) -> Any:

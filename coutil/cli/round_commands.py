@@ -98,11 +98,15 @@ def run_round_command(
     as_json: bool,
     workers: int | None = None,
     sets: tuple[str, ...] = (),
+    allow_k1: bool = False,
 ) -> dict[str, Any]:
+    from coutil.net.mqtt import parse_broker_url
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
 
     spec = load_round_spec(config_file, sets=sets, qi=qi, confidential=confidential, k=k, data=data,
-                           subjects=subjects)
+                           subjects=subjects, allow_k1=allow_k1)
+    # Shown and reported without its password (the URL may carry one).
+    broker_shown = parse_broker_url(broker).display() if broker is not None else "embedded"
     spec.require("coutil run", simulated_network=False)
     dataset = spec.data.load(spec.config, seed)
     config = spec.for_local_swarm(dataset.n)
@@ -114,7 +118,7 @@ def run_round_command(
         report, stats = run_mqtt_round(dataset, config, seed=seed, broker=broker, timeout=timeout, out_dir=out,
                                        workers=workers, progress=phase_progress(bars, PHASES, dataset.n))
     summary = report.summary()
-    summary["broker"] = broker or "embedded"
+    summary["broker"] = broker_shown
     summary["network"] = stats.as_dict()
     summary["workers"] = workers
     summary["out"] = str(out)
@@ -122,7 +126,7 @@ def run_round_command(
         emit_json(summary)
     else:
         err_console.print(_summary_table("coutil run", summary,
-                                         [("broker", broker or "embedded amqtt on 127.0.0.1")]))
+                                         [("broker", broker_shown if broker else "embedded amqtt on 127.0.0.1")]))
         err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
     dropped = summary.get("dropped")
     broker_drops = dropped.get("broker", 0) if isinstance(dropped, dict) else 0
@@ -145,11 +149,12 @@ def simulate(
     as_json: bool = False,
     show_progress: bool = True,
     sets: tuple[str, ...] = (),
+    allow_k1: bool = False,
 ) -> dict[str, Any]:
     """Run the simulation described by ``config``; returns the summary (raises when incomplete)."""
     from coutil.round.memory import run_memory_round
 
-    spec = load_round_spec(config, sets=sets, data=data, subjects=subjects)
+    spec = load_round_spec(config, sets=sets, data=data, subjects=subjects, allow_k1=allow_k1)
     dataset = spec.data.load(spec.config, seed)
     with progress(show_progress and not as_json) as bars:
         report = run_memory_round(dataset, spec.config, seed=seed, network=spec.network, faults=spec.faults,
@@ -169,8 +174,8 @@ ConfigOption = Annotated[Path | None, typer.Option(
     "--config", help="Round TOML: tables \\[round], \\[data] (and for simulate \\[network], \\[faults]); see "
     "simulations/README.md.", show_default=False)]
 SetOption = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override one key of the round file: k=3, round.k=3, data.rows=100, network.loss=0.1 "
-    "(repeatable).", show_default=False)]
+    "--set", metavar="KEY=VALUE", help="Override one key of the round file: k=3, round.k=3, data.rows=100, "
+    "network.loss=0.1 (repeatable).", show_default=False)]
 DataOption = Annotated[Path | None, typer.Option("--data", help="CSV of the subjects' records, overriding the "
                                                  "file's \\[data] (default: the shipped synthetic survey).",
                                                  show_default=False)]
@@ -179,6 +184,8 @@ SubjectsOption = Annotated[int | None, typer.Option(
     "file asks for synthetic ones (default: the file's \\[data], else 200 of the shipped survey, all of "
     "--data).", show_default=False)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")]
+AllowK1Option = Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (every record released unchanged: "
+                                             "no anonymity), e.g. for a baseline.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -196,7 +203,7 @@ def register(app: typer.Typer) -> None:
         subjects: SubjectsOption = None,
         out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("out/run"),
         seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated subjects' keys.")] = 1,
-        broker: Annotated[str | None, typer.Option("--broker", help="mqtt[s]://[user:pass@]host:port (default: an "
+        broker: Annotated[str | None, typer.Option("--broker", help="mqtt\\[s]://\\[user:pass@]host:port (default: an "
                                                    "embedded broker on 127.0.0.1).", show_default=False)] = None,
         config: ConfigOption = None,
         sets: SetOption = None,
@@ -206,11 +213,12 @@ def register(app: typer.Typer) -> None:
                                                     "processes (0: in this process; default: two from "
                                                     f"{AUTO_WORKERS_FROM} subjects on with --broker, if the "
                                                     "machine has two cores or more).", show_default=False)] = None,
+        allow_k1: AllowK1Option = False,
         as_json: JsonOption = False,
     ) -> None:
         """Run one whole round over MQTT: broker, collector and N subjects; write release and audit."""
         run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
-                          tuple(sets or ()))
+                          tuple(sets or ()), allow_k1)
 
     @app.command("simulate")
     def simulate_command(
@@ -221,7 +229,8 @@ def register(app: typer.Typer) -> None:
         data: DataOption = None,
         subjects: SubjectsOption = None,
         sets: SetOption = None,
+        allow_k1: AllowK1Option = False,
         as_json: JsonOption = False,
     ) -> None:
         """Run one protocol round in memory: virtual time, real cryptography, seeded network faults."""
-        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()))
+        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), allow_k1=allow_k1)

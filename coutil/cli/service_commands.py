@@ -22,7 +22,7 @@ from coutil.errors import ExitCode, InputError
 collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
 subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
 
-BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt[s]://[user:pass@]host:port")]
+BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt\\[s]://\\[user:pass@]host:port")]
 
 
 def _parse_key(text: str | None) -> bytes | None:
@@ -43,7 +43,8 @@ def serve_command(
     db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
     config: Annotated[Path | None, typer.Option("--config", help="Round TOML (a \\[round] table).",
                                                 show_default=False)] = None,
-    sets: Annotated[list[str] | None, typer.Option("--set", help="Override one key of the round file "
+    sets: Annotated[list[str] | None, typer.Option("--set", metavar="KEY=VALUE",
+                                                   help="Override one key of the round file "
                                                    "(k=3, round.register_window=60; repeatable).",
                                                    show_default=False)] = None,
     qi: Annotated[str | None, typer.Option("--qi", help="QI columns (default: the shipped survey's).",
@@ -56,6 +57,7 @@ def serve_command(
     expected: Annotated[int | None, typer.Option("--expected", help="Close registration once this many "
                                                  "subjects registered.", show_default=False)] = None,
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds to run before exiting (0: forever).")] = 1,
+    allow_k1: Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (no anonymity).")] = False,
 ) -> None:
     """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
     from coutil.collector.serve import serve_rounds
@@ -64,7 +66,8 @@ def serve_command(
 
     address = parse_broker_url(broker)
     spec = load_round_spec(config, sets=tuple(sets or ()), qi=qi, confidential=confidential, k=k,
-                           round_overrides={"register_window": register_window, "expected_subjects": expected})
+                           round_overrides={"register_window": register_window, "expected_subjects": expected},
+                           allow_k1=allow_k1)
     spec.require("coutil collector serve", simulated_network=False)
     serve_rounds(address, db, spec.config, rounds=rounds)
 

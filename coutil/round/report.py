@@ -7,6 +7,7 @@ holds only event codes, counts and ids (see `coutil.protocol.events`).
 from __future__ import annotations
 
 import json
+import typing
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from coutil.protocol.collector import RoundOutcome
+from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.sdc.dataset import format_number, write_csv
 
@@ -128,16 +130,38 @@ def count_rejections(nodes: Iterable[object]) -> Counter[str]:
     return counts
 
 
+def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
+    """The signed manifest's text entries with the types of their `RoundConfig` fields (k an int, qi a
+    list, ...); entries that are not config fields (method, protocol) stay text."""
+    hints = typing.get_type_hints(RoundConfig)
+    out: dict[str, object] = {}
+    for key, text in entries:
+        kind = hints.get(key)
+        if kind is int:
+            out[key] = int(text)
+        elif kind is float:
+            out[key] = float(text)
+        elif typing.get_origin(kind) is tuple:
+            out[key] = [name for name in text.split(",") if name]
+        else:
+            out[key] = text
+    return out
+
+
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
     """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     outcome = report.outcome
     write_csv(out_dir / "release.csv", outcome.columns,
               ([format_number(float(v)) for v in row] for row in outcome.rows))
-    manifest = dict(outcome.manifest)
-    (out_dir / "manifest.json").write_text(json.dumps(
-        {"round_id": outcome.round_id, "manifest": manifest, "group_sizes": list(outcome.group_sizes)},
-        indent=2) + "\n")
+    (out_dir / "manifest.json").write_text(json.dumps({
+        "round_id": outcome.round_id,
+        "manifest": typed_manifest(outcome.manifest.items()),
+        "group_sizes": list(outcome.group_sizes),
+        # The release lists the groups one after the other, not the subjects' data order: compare it
+        # with an original data set through a record mapping, never row by row.
+        "row_order": "group",
+    }, indent=2) + "\n")
     distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts)
     audit = {
         "verdicts": outcome.verdicts,

@@ -228,11 +228,13 @@ def load_round_spec(
     data: str | Path | None = None,
     subjects: int | None = None,
     round_overrides: Mapping[str, object] | None = None,
+    allow_k1: bool = False,
 ) -> RoundSpec:
     """The round file at ``path`` (or none) with the command line's overrides; errors are `InputError`s.
 
     ``subjects`` is the number of synthetic records when the file asks for synthetic ones, else the
     number of CSV rows. ``round_overrides`` are further ``[round]`` keys (None values are skipped).
+    k = 1 is refused unless ``allow_k1``: it releases every record as it is, with every verdict accepting.
     """
     p = Path(path) if path is not None else None
     doc = _read_toml(p) if p is not None else {}
@@ -260,6 +262,9 @@ def load_round_spec(
         config = RoundConfig.from_mapping(round_table)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
+    if config.k == 1 and not allow_k1:
+        raise InputError(f"{where}: k = 1 releases every record unchanged (groups of one: no anonymity at all); "
+                         "pass --allow-k1 if that is what you mean")
     source = _data_source(tables["data"], p, where, data, subjects)
     network = _dataclass_from(NetworkModel, tables["network"], f"{where} [network]")
     faults = _dataclass_from(FaultPlan, tables["faults"], f"{where} [faults]")

@@ -1,0 +1,60 @@
+"""The command line as a whole: version, help that reads right, refusals that protect the user."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coutil import __version__
+from coutil.cli import main
+
+
+def test_version_option_and_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == __version__
+    assert main(["version", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == __version__
+
+
+def test_help_shows_no_type_for_flags_and_keeps_bracketed_text() -> None:
+    result = subprocess.run([sys.executable, "-m", "coutil", "run", "--help"], capture_output=True, text=True,
+                            check=True, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
+    assert "<bool>" not in result.stdout
+    assert "mqtt[s]://[user:pass@]host:port" in result.stdout  # not eaten as rich markup
+    assert "KEY=VALUE" in result.stdout
+
+
+def test_k_1_is_refused_unless_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--set", "k=1", "--set", "data.rows=12"]) == 2
+    assert "--allow-k1" in capsys.readouterr().err
+    assert main(["run", "--k", "1", "--subjects", "10", "--out", str(tmp_path / "r")]) == 2
+    assert "--allow-k1" in capsys.readouterr().err and not (tmp_path / "r").exists()
+    code = main(["simulate", "--set", "k=1", "--set", "data.rows=6", "--allow-k1", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(out)["groups"] == 6
+
+
+def test_manifest_json_holds_typed_values_and_says_the_release_is_in_group_order(tmp_path: Path) -> None:
+    assert main(["simulate", "--set", "data.rows=15", "--set", "k=3", "--out", str(tmp_path / "s"), "--json"]) == 0
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert manifest["row_order"] == "group"
+    values = manifest["manifest"]
+    assert values["k"] == 3 and values["qi"] == ["age", "height_cm", "weight_kg", "hours_worked"]
+    assert values["alpha"] == 0.05 and values["method"] == "mdav"
+
+
+def test_run_never_shows_the_broker_password(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.net.helpers import free_port
+
+    url = f"mqtt://collector:s3cret-pw@127.0.0.1:{free_port()}"
+    for extra in ([], ["--json"]):
+        code = main(["run", "--broker", url, "--subjects", "10", "--out", str(tmp_path / "r"), "--timeout", "3",
+                     *extra])
+        captured = capsys.readouterr()
+        assert code in (4, 6)  # nobody listens there: the round cannot complete
+        assert "s3cret-pw" not in captured.err and "s3cret-pw" not in captured.out
+        assert "collector@127.0.0.1" in captured.err + captured.out
