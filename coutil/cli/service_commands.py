@@ -72,45 +72,129 @@ def serve_command(
     serve_rounds(address, db, spec.config, rounds=rounds)
 
 
-@collector_app.command("export")
-def export_command(
-    db: Annotated[Path, typer.Option("--db", help="The collector's SQLite database.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Release CSV to write.")],
-    round_hex: Annotated[str | None, typer.Option("--round", help="Round id (hex; default: the newest round "
-                                                  "with a release).", show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print what was exported as JSON.")] = False,
-) -> None:
-    """Write a stored release as CSV (readable while the service runs: WAL)."""
+DbOption = Annotated[Path, typer.Option("--db", help="The collector's SQLite database (readable while the "
+                                          "service runs: WAL).")]
+RoundOption = Annotated[str | None, typer.Option("--round", help="Round id in hex (a unique prefix is enough; "
+                                                 "default: the newest round).", show_default=False)]
+
+
+def _open_store(db: Path) -> Any:
     from coutil.collector.storage import CollectorStore
 
     if not db.exists():
         raise InputError(f"{db}: no such database")
-    with CollectorStore(db) as store:
-        rounds = store.rounds()
-        if round_hex is not None:
-            try:
-                wanted = bytes.fromhex(round_hex)
-            except ValueError:
-                raise InputError(f"bad --round {round_hex!r}: expected hex") from None
-            chosen = [r for r in rounds if r.round_id == wanted]
-            if not chosen:
-                raise InputError(f"{db}: no round {round_hex}")
-            round_id = wanted
-        else:
-            with_release = [r for r in rounds if store.load_round(r.round_id).release_csv is not None]
-            if not with_release:
-                raise InputError(f"{db}: no round has a release yet")
-            round_id = with_release[-1].round_id
-        stored = store.load_round(round_id)
-        if stored.release_csv is None:
-            raise InputError(f"{db}: round {round_id.hex()} has no release (phase {stored.phase})")
-        store.export_release(round_id, output)
-    info = {"round": round_id.hex(), "phase": stored.phase, "output": str(output),
-            "rows": stored.release_csv.count("\n") - 1, "verdicts": len(stored.verdicts)}
+    return CollectorStore(db)
+
+
+@collector_app.command("rounds")
+def rounds_command(
+    db: DbOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {\"rounds\": [...]} as one JSON object.")] = False,
+) -> None:
+    """List the rounds of a collector database: phase, counts and duration (no confidential value)."""
+    from rich.table import Table
+
+    from coutil.collector.operations import round_summary
+
+    with _open_store(db) as store:
+        rows = [round_summary(store.load_round(r.round_id)) for r in store.rounds()]
+    if as_json:
+        emit_json({"db": str(db), "rounds": rows})
+        return
+    table = Table(title=f"rounds in {db}")
+    for column in ("round", "phase", "k", "registered", "excluded", "released", "accepted / verdicts", "duration s"):
+        table.add_column(column, justify="left" if column in ("round", "phase") else "right")
+    for row in rows:
+        released = "-" if row["released_rows"] is None else str(row["released_rows"])
+        table.add_row(str(row["round"])[:16], str(row["phase"]), str(row["k"]), str(row["registered"]),
+                      str(row["excluded"]), released, f"{row['accepted']} / {row['verdicts']}",
+                      f"{row['duration_s']:.1f}")
+    err_console.print(table if rows else f"{db}: no round yet")
+
+
+@collector_app.command("status")
+def status_command(
+    db: DbOption,
+    round_hex: RoundOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as one JSON object.")] = False,
+) -> None:
+    """One round in detail: parameters, phases with their times, exclusions and complaints by reason."""
+    from coutil.collector.operations import find_round, round_status
+
+    with _open_store(db) as store:
+        status = round_status(find_round(store, round_hex))
+    if as_json:
+        emit_json(status)
+        return
+    lines = [
+        f"round {status['round']}: {status['phase']} (k = {status['k']}, collector key {status['collector_key']})",
+        f"registered {status['registered']}, groups {status['groups']}, excluded {status['excluded']}, "
+        f"released rows {status['released_rows'] if status['released_rows'] is not None else '-'}",
+        f"verdicts {status['verdicts']}: {status['accepted']} accept, {status['complaints']} complain",
+    ]
+    durations = status["phase_durations_s"]
+    if isinstance(durations, dict) and durations:
+        lines.append("phases: " + ", ".join(f"{p} {d:.1f} s" for p, d in durations.items()))
+    for title, key in (("exclusions", "exclusions_by_reason"), ("complaints", "complaints_by_reason"),
+                       ("messages rejected or ignored", "messages_rejected_by_reason")):
+        counts = status[key]
+        if isinstance(counts, dict) and counts:
+            lines.append(f"{title}: " + ", ".join(f"{reason} {count}" for reason, count in counts.items()))
+    err_console.print("\n".join(lines), highlight=False)
+
+
+@collector_app.command("export")
+def export_command(
+    db: DbOption,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Release CSV to write.",
+                                                show_default=False)] = None,
+    round_hex: RoundOption = None,
+    verdicts: Annotated[Path | None, typer.Option("--verdicts", help="Write the verdicts (accept/complain counts "
+                                                  "and reasons, per subject id) as JSON here.",
+                                                  show_default=False)] = None,
+    manifest: Annotated[Path | None, typer.Option("--manifest", help="Write the round's parameters (the "
+                                                  "transparency manifest) as JSON here.", show_default=False)] = None,
+    transcript: Annotated[Path | None, typer.Option("--transcript", help="Write the signed transcript an auditor "
+                                                    "checks (announce, roster, assignments, release, verdicts) as "
+                                                    "JSON here.", show_default=False)] = None,
+    with_registrations: Annotated[bool, typer.Option("--with-registrations", help="Put the registrations (every "
+                                                     "subject's exact QIs) in the transcript too: only for an "
+                                                     "auditor entrusted with them.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was exported as JSON.")] = False,
+) -> None:
+    """Export a stored round: its release (CSV), verdicts, manifest and transcript (readable while the service runs)."""
+    import json
+
+    from coutil.collector.operations import export_transcript, find_round, verdict_summary
+
+    if output is None and verdicts is None and manifest is None and transcript is None:
+        raise InputError("collector export: nothing to export: give -o/--output, --verdicts, --manifest or "
+                         "--transcript")
+    with _open_store(db) as store:
+        stored = find_round(store, round_hex, with_release=output is not None and round_hex is None)
+        info: dict[str, object] = {"round": stored.round_id.hex(), "phase": stored.phase}
+        if output is not None:
+            if stored.release_csv is None:
+                raise InputError(f"{db}: round {stored.round_id.hex()} has no release (phase {stored.phase})")
+            store.export_release(stored.round_id, output)
+            info["output"] = str(output)
+            info["rows"] = stored.release_csv.count("\n") - 1
+    info["verdicts"] = len(stored.verdicts)
+    if verdicts is not None:
+        verdicts.write_text(json.dumps(verdict_summary(stored), indent=2) + "\n", encoding="utf-8")
+        info["verdicts_file"] = str(verdicts)
+    if manifest is not None:
+        manifest.write_text(json.dumps({"round": stored.round_id.hex(), "parameters": stored.params}, indent=2)
+                            + "\n", encoding="utf-8")
+        info["manifest_file"] = str(manifest)
+    if transcript is not None:
+        info["transcript"] = {"file": str(transcript),
+                              **export_transcript(stored, transcript, include_registrations=with_registrations)}
     if as_json:
         emit_json(info)
     else:
-        err_console.print(f"round {info['round']}: {info['rows']} rows written to {output}")
+        written = [str(p) for p in (output, verdicts, manifest, transcript) if p is not None]
+        err_console.print(f"round {info['round']}: wrote {', '.join(written)}")
 
 
 def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:

@@ -1,0 +1,93 @@
+"""`coutil collector rounds|status|export`: what an operator sees of a collector's database, with --json,
+and never a confidential value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coutil.cli import main
+from coutil.protocol import codec
+from coutil.sdc.dataset import format_number
+from tests.collector.test_crash_recovery import N, _world
+
+
+@pytest.fixture(scope="module")
+def finished_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[float, ...]]]:
+    """A database holding one completed round of N subjects (the in-memory bus, the real service code)."""
+    tmp = tmp_path_factory.mktemp("ops")
+    world = _world(tmp)
+    world.bus.run_until(until=300.0, predicate=lambda: world.service.finished)
+    assert world.service.node.outcome().completed
+    world.service.store.close()
+    confidential = [s.audit is not None for s in world.subjects]
+    assert all(confidential)
+    values = [tuple(float(v) for v in row) for row in world.service.node.outcome().rows[:, 2:].tolist()]
+    return world.db, values
+
+
+def test_rounds_lists_the_round_with_its_counts(finished_db: tuple[Path, list[tuple[float, ...]]],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    db, _ = finished_db
+    assert main(["collector", "rounds", "--db", str(db), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rounds"]
+    assert len(rows) == 1
+    (row,) = rows
+    assert row["phase"] == "done" and row["registered"] == N and row["released_rows"] == N
+    assert row["accepted"] == row["verdicts"] == N and row["complaints"] == 0 and row["k"] == 3
+    assert main(["collector", "rounds", "--db", str(db)]) == 0
+    assert row["round"][:16] in capsys.readouterr().err
+
+
+def test_status_gives_phases_and_reasons(finished_db: tuple[Path, list[tuple[float, ...]]],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    db, _ = finished_db
+    assert main(["collector", "status", "--db", str(db), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert [p["phase"] for p in status["phases"]][:3] == ["registration", "sharing", "auditing"]
+    assert status["groups"] == N // 3 and status["complaints_by_reason"] == {}
+    assert status["roster_root"] and len(status["collector_key"]) == 64
+    assert main(["collector", "status", "--db", str(db), "--round", status["round"][:6]]) == 0
+    assert "verdicts 12: 12 accept, 0 complain" in capsys.readouterr().err
+    assert main(["collector", "status", "--db", str(db), "--round", "zz"]) == 2
+    assert main(["collector", "status", "--db", str(db), "--round", "0123"]) == 2
+    assert main(["collector", "status", "--db", str(db.with_name("missing.sqlite"))]) == 2
+
+
+def test_export_writes_release_verdicts_manifest_and_a_transcript_without_confidential_values(
+        finished_db: tuple[Path, list[tuple[float, ...]]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    db, released = finished_db
+    files = {name: tmp_path / name for name in ("release.csv", "verdicts.json", "manifest.json", "transcript.json")}
+    assert main(["collector", "export", "--db", str(db), "-o", str(files["release.csv"]), "--verdicts",
+                 str(files["verdicts.json"]), "--manifest", str(files["manifest.json"]), "--transcript",
+                 str(files["transcript.json"]), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["rows"] == N and info["transcript"]["verdicts"] == N and info["transcript"]["registrations"] == 0
+    verdicts = json.loads(files["verdicts.json"].read_text())
+    assert verdicts["accepted"] == N and len(verdicts["subjects"]) == N
+    assert json.loads(files["manifest.json"].read_text())["parameters"]["k"] == 3
+    transcript = json.loads(files["transcript.json"].read_text())
+    # Every payload is the exact signed bytes: it decodes and verifies.
+    for payload in [transcript["announce"], transcript["roster"], transcript["release"], *transcript["verdicts"],
+                    *transcript["assignments"]]:
+        codec.decode(bytes.fromhex(payload), codec.Limits())
+    # No confidential value outside the release itself (the transcript's release payload is binary).
+    for name in ("verdicts.json", "manifest.json"):
+        text = files[name].read_text()
+        for row in released:
+            for value in row:
+                assert format_number(value) not in text, name
+    assert main(["collector", "export", "--db", str(db)]) == 2  # nothing asked for
+    assert "nothing to export" in capsys.readouterr().err
+
+
+def test_transcript_with_registrations_only_on_request(finished_db: tuple[Path, list[tuple[float, ...]]],
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, _ = finished_db
+    path = tmp_path / "t.json"
+    assert main(["collector", "export", "--db", str(db), "--transcript", str(path), "--with-registrations"]) == 0
+    document = json.loads(path.read_text())
+    assert document["registrations_included"] is True and len(document["registrations"]) == N
