@@ -99,6 +99,7 @@ def run_round_command(
     workers: int | None = None,
     sets: tuple[str, ...] = (),
     allow_k1: bool = False,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     from coutil.net.mqtt import parse_broker_url
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
@@ -106,7 +107,8 @@ def run_round_command(
     spec = load_round_spec(config_file, sets=sets, qi=qi, confidential=confidential, k=k, data=data,
                            subjects=subjects, allow_k1=allow_k1)
     # Shown and reported without its password (the URL may carry one).
-    broker_shown = parse_broker_url(broker).display() if broker is not None else "embedded"
+    address = parse_broker_url(broker, ca_file=str(ca_file) if ca_file else None) if broker is not None else None
+    broker_shown = address.display() if address is not None else "embedded"
     spec.require("coutil run", simulated_network=False)
     dataset = spec.data.load(spec.config, seed)
     config = spec.for_local_swarm(dataset.n)
@@ -115,7 +117,7 @@ def run_round_command(
     if workers < 0:
         raise InputError(f"bad --workers {workers}: expected 0 (subjects in this process) or more")
     with progress(not as_json) as bars:
-        report, stats = run_mqtt_round(dataset, config, seed=seed, broker=broker, timeout=timeout, out_dir=out,
+        report, stats = run_mqtt_round(dataset, config, seed=seed, broker=address, timeout=timeout, out_dir=out,
                                        workers=workers, progress=phase_progress(bars, PHASES, dataset.n))
     summary = report.summary()
     summary["broker"] = broker_shown
@@ -213,12 +215,14 @@ def register(app: typer.Typer) -> None:
                                                     "processes (0: in this process; default: two from "
                                                     f"{AUTO_WORKERS_FROM} subjects on with --broker, if the "
                                                     "machine has two cores or more).", show_default=False)] = None,
+        ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate (PEM) of the broker's TLS "
+                                                     "certificate, for mqtts://.", show_default=False)] = None,
         allow_k1: AllowK1Option = False,
         as_json: JsonOption = False,
     ) -> None:
         """Run one whole round over MQTT: broker, collector and N subjects; write release and audit."""
         run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
-                          tuple(sets or ()), allow_k1)
+                          tuple(sets or ()), allow_k1, ca_file)
 
     @app.command("simulate")
     def simulate_command(

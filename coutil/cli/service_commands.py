@@ -23,6 +23,15 @@ collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
 subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
 
 BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt\\[s]://\\[user:pass@]host:port")]
+CaFileOption = Annotated[Path | None, typer.Option("--ca-file", help="CA certificate (PEM) that signed the broker's "
+                                                   "TLS certificate, for mqtts:// (default: the system's CAs).",
+                                                   show_default=False)]
+
+
+def _address(broker: str, ca_file: Path | None) -> Any:
+    from coutil.net.mqtt import parse_broker_url
+
+    return parse_broker_url(broker, ca_file=str(ca_file) if ca_file is not None else None)
 
 
 def _parse_key(text: str | None) -> bytes | None:
@@ -41,6 +50,7 @@ def _parse_key(text: str | None) -> bytes | None:
 def serve_command(
     broker: BrokerOption,
     db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
+    ca_file: CaFileOption = None,
     config: Annotated[Path | None, typer.Option("--config", help="Round TOML (a \\[round] table).",
                                                 show_default=False)] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", metavar="KEY=VALUE",
@@ -61,10 +71,9 @@ def serve_command(
 ) -> None:
     """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
     from coutil.collector.serve import serve_rounds
-    from coutil.net.mqtt import parse_broker_url
     from coutil.round.setup import load_round_spec
 
-    address = parse_broker_url(broker)
+    address = _address(broker, ca_file)
     spec = load_round_spec(config, sets=tuple(sets or ()), qi=qi, confidential=confidential, k=k,
                            round_overrides={"register_window": register_window, "expected_subjects": expected},
                            allow_k1=allow_k1)
@@ -221,13 +230,15 @@ def join_command(
                                                       "default: trust the announced key.",
                                                       show_default=False)] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
+    ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
 ) -> None:
     """Take one subject through the current round and print her audit verdict."""
     from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
-    announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 60.0),
+    address = _address(broker, ca_file)
+    announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 60.0),
                                            expected_key=_parse_key(collector_key)))
     dataset = load_csv(data, list(announced.qi_names + announced.confidential_names))
     if not 1 <= row <= dataset.n:
@@ -237,7 +248,7 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())])
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
-    asyncio.run(host_subjects([node], broker, timeout=timeout))
+    asyncio.run(host_subjects([node], address, timeout=timeout))
     audit = node.audit
     result = {
         "round": announced.round_id.hex(),
@@ -270,6 +281,7 @@ def swarm_command(
     shared_connection: Annotated[bool, typer.Option(
         "--shared-connection", help="Multiplex every hosted subject over one MQTT connection (much less "
         "traffic; impossible behind a per-subject ACL, which needs one connection per subject).")] = False,
+    ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
     """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
@@ -279,14 +291,15 @@ def swarm_command(
 
     if count < 1:
         raise InputError(f"bad --count {count}: expected a positive number")
-    announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 120.0)))
+    address = _address(broker, ca_file)
+    announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 120.0)))
     dataset = load_csv(data if data is not None else default_data_path(),
                        list(announced.qi_names + announced.confidential_names))
     rows = np.random.default_rng().choice(dataset.n, size=count, replace=count > dataset.n)
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
                                       for i in rows])
-    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout, shared_connection=shared_connection))
+    stats = asyncio.run(host_subjects(nodes, address, timeout=timeout, shared_connection=shared_connection))
     accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
     summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted,
                "finished": sum(1 for n in nodes if n.finished), "network": stats.as_dict()}

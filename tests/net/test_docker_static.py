@@ -53,13 +53,14 @@ def test_compose_services_commands_and_volumes() -> None:
         source = volume.split(":")[0]
         if source.startswith("./"):
             assert (DOCKER / source).is_file(), f"compose mounts a missing file {source}"
-    # The broker is published on the host's loopback only.
-    assert all(str(p).startswith("127.0.0.1:") for p in broker.get("ports", []))
+    # The broker is published on the host's loopback only, on its TLS port.
+    assert broker.get("ports") == ["127.0.0.1:8883:8883"]
 
     collector = services["collector"]
     command = _command(collector)
     assert command.startswith("collector serve ")
-    assert re.search(r"--broker mqtt://collector:\S+@mosquitto:1883\b", command)
+    assert re.search(r"--broker mqtts://collector:\$\{[^}]+\}@mosquitto:8883\b", command)
+    assert "--ca-file /tls/ca.crt" in command and re.search(r"--rounds \S+", command)
     assert "--db /data/collector.sqlite" in command
     assert any(v.endswith(":/data") for v in collector["volumes"])
     assert collector["build"]["dockerfile"] == "docker/Dockerfile"
@@ -68,18 +69,77 @@ def test_compose_services_commands_and_volumes() -> None:
     subjects = services["subjects"]
     command = _command(subjects)
     assert command.startswith("subject swarm ")
-    assert re.search(r"--broker mqtt://subject:\S+@mosquitto:1883\b", command)
+    assert re.search(r"--broker mqtts://subject:\$\{[^}]+\}@mosquitto:8883\b", command)
+    assert "--ca-file /tls/ca.crt" in command
     assert re.search(r"--count \S+", command)
     # Scalable with --scale subjects=N: no fixed container name, no published host ports.
     assert "container_name" not in subjects and "ports" not in subjects
     assert subjects["image"] == collector["image"]
 
 
+def test_compose_pins_images_checks_health_and_requires_secrets() -> None:
+    compose = _compose()
+    services = compose["services"]
+    assert isinstance(services, dict)
+    for name, service in services.items():
+        image = service.get("image", "")
+        # An exact release (x.y.z) or our own versioned build: never a floating tag such as :2.0 or :latest.
+        assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+", image), (name, image)
+    for name in ("mosquitto", "collector"):
+        check = services[name]["healthcheck"]
+        assert check["test"] and check["retries"] >= 1, name
+    assert services["collector"]["depends_on"]["mosquitto"]["condition"] == "service_healthy"
+    assert services["mosquitto"]["depends_on"]["broker-secrets"]["condition"] == "service_completed_successfully"
+    # A collector that ran its --rounds exits 0 and is not started again (restart: unless-stopped repeated
+    # rounds forever); a crash still restarts it.
+    assert services["collector"]["restart"] == "on-failure"
+    text = (DOCKER / "compose.yaml").read_text()
+    # No password falls back to an example: every secret is required (${VAR:?message}).
+    for variable in ("COUTIL_PASSWORDS_FILE", "COUTIL_COLLECTOR_PASSWORD", "COUTIL_SUBJECT_PASSWORD"):
+        assert re.search(r"\$\{" + variable + r":\?[^}]+\}", text), variable
+        assert not re.search(r"\$\{" + variable + r":-", text), variable
+    assert "change-me" not in text and "passwords.example" not in text.split("#")[-1]
+
+
+def test_compose_config_is_valid_for_docker_compose(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True, check=False).returncode:
+        pytest.skip("the docker compose plugin is not installed here (the file is checked statically above)")
+    env = {**os.environ, "COUTIL_PASSWORDS_FILE": str(tmp_path / "p"), "COUTIL_COLLECTOR_PASSWORD": "x",
+           "COUTIL_SUBJECT_PASSWORD": "y"}
+    result = subprocess.run([docker, "compose", "-f", str(DOCKER / "compose.yaml"), "config", "--quiet"],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_image_build_context_and_lock_file() -> None:
+    ignore = (DOCKER.parent / ".dockerignore").read_text().splitlines()
+    # Everything is excluded first, then only what the Dockerfile copies is let back in (no .venv, no .git).
+    assert ignore[[ln.strip() for ln in ignore].index("*")] == "*"
+    allowed = {ln[1:].rstrip("/") for ln in ignore if ln.startswith("!")}
+    assert allowed == {"pyproject.toml", "README.md", "coutil", "docker/requirements.lock"}
+    lock = [ln for ln in (DOCKER / "requirements.lock").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", ln) for ln in lock), "every line pins one exact version"
+    pinned = {re.sub(r"[-_.]+", "-", ln.split("==")[0]).lower() for ln in lock}
+    import tomllib
+
+    project = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]
+    wanted = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0]).lower()
+              for dep in project["dependencies"]}
+    assert wanted <= pinned, f"pyproject dependencies missing from docker/requirements.lock: {wanted - pinned}"
+
+
 def test_dockerfile_is_slim_non_root_with_coutil_entrypoint() -> None:
     lines = [ln.strip() for ln in (DOCKER / "Dockerfile").read_text().splitlines() if ln.strip()]
     instructions = [ln for ln in lines if not ln.startswith("#")]
-    assert instructions[0] == "FROM python:3.11-slim"
-    assert any(re.match(r"RUN pip install \.(\s|$)", ln) for ln in instructions)
+    assert re.fullmatch(r"FROM python:3\.11\.\d+-slim-\w+", instructions[0]), instructions[0]
+    assert "RUN pip install --no-deps -r requirements.lock" in instructions
+    assert any(re.match(r"RUN pip install --no-deps \.(\s|$)", ln) for ln in instructions)
+    assert not any(re.match(r"RUN pip install (?!--no-deps)", ln) for ln in instructions)
+    assert any(ln.startswith("HEALTHCHECK ") for ln in instructions)
     users = [ln.split()[1] for ln in instructions if ln.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
     entrypoint = next(ln for ln in instructions if ln.startswith("ENTRYPOINT "))
@@ -111,8 +171,11 @@ def _acl_rules() -> dict[str | None, list[tuple[str, str]]]:
 def test_acl_confines_subjects_to_their_own_topics() -> None:
     rules = _acl_rules()
     assert ("readwrite", "coutil/v1/#") in rules["collector"]
-    assert rules["subject"] == [("read", "coutil/v1/#")]
-    assert rules[None] == [("write", SUBJECT_WRITE_PATTERN)]
+    # Least privilege: bulletins, groups' traffic, her own inbox; never anyone's registration (s/<sid>/up).
+    assert sorted(rules["subject"]) == sorted([
+        ("read", "coutil/v1/announce"), ("read", "coutil/v1/+/c/roster"), ("read", "coutil/v1/+/c/release"),
+        ("read", "coutil/v1/+/c/group/+"), ("read", "coutil/v1/+/s/+/group")])
+    assert sorted(rules[None]) == sorted([("read", "coutil/v1/+/c/to/%c"), ("write", SUBJECT_WRITE_PATTERN)])
     config = (DOCKER / "mosquitto" / "mosquitto.conf").read_text()
     settings = dict(ln.split(None, 1) for ln in config.splitlines() if ln.strip() and not ln.startswith("#"))
     assert settings["allow_anonymous"] == "false"
@@ -130,8 +193,46 @@ def _mosquitto_hash(password: str, salt: bytes) -> str:
     return f"$7$101${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
 
 
+def _make_tls(tmp_path: Path) -> dict[str, Path]:
+    """What docker/make-certs.sh makes (a CA and a broker certificate for 127.0.0.1), with `cryptography`."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("coutil test CA")).issuer_name(name("coutil test CA"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    import ipaddress
+
+    cert = (x509.CertificateBuilder().subject_name(name("mosquitto")).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(2).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("mosquitto"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    files = {"cafile": tmp_path / "ca.crt", "certfile": tmp_path / "broker.crt", "keyfile": tmp_path / "broker.key"}
+    files["cafile"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["certfile"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files["keyfile"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                   serialization.NoEncryption()))
+    return files
+
+
 def _rewritten_config(tmp_path: Path, port: int) -> str:
-    """The docker mosquitto.conf with its listener on a free loopback port and files in tmp_path."""
+    """The docker mosquitto.conf with its TLS listener on a free loopback port and files in tmp_path."""
     examples = dict(ln.split(":", 1) for ln in (DOCKER / "mosquitto" / "passwords.example").read_text().split())
     passwords = tmp_path / "passwords"
     passwords.write_text("".join(f"{u}:{_mosquitto_hash(p, os.urandom(12))}\n" for u, p in examples.items()))
@@ -142,6 +243,7 @@ def _rewritten_config(tmp_path: Path, port: int) -> str:
         "listener": f"listener {port} 127.0.0.1",
         "password_file": f"password_file {passwords}",
         "acl_file": f"acl_file {acl}",
+        **{key: f"{key} {path}" for key, path in _make_tls(tmp_path).items()},
     }
     lines = []
     for line in (DOCKER / "mosquitto" / "mosquitto.conf").read_text().splitlines():
@@ -160,7 +262,7 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
     broker.start()
     examples = dict(ln.split(":", 1) for ln in (DOCKER / "mosquitto" / "passwords.example").read_text().split())
 
-    def client(identifier: str, user: str | None) -> aiomqtt.Client:
+    def client(identifier: str, user: str | None, tls: bool = True) -> aiomqtt.Client:
         return aiomqtt.Client(
             "127.0.0.1",
             port,
@@ -168,42 +270,56 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
             username=user,
             password=examples.get(user or ""),
             protocol=aiomqtt.ProtocolVersion.V311,
+            tls_params=aiomqtt.TLSParameters(ca_certs=str(tmp_path / "ca.crt")) if tls else None,
         )
 
-    async def main() -> tuple[list[str], list[str], bool]:
-        refused = False
+    async def main() -> tuple[list[str], list[str], list[str], bool, bool]:
+        refused = plain_refused = False
         try:
             async with client("anonymous", None):
                 pass
         except aiomqtt.MqttError:
             refused = True
+        try:
+            async with client("cccc", "subject", tls=False):
+                pass
+        except aiomqtt.MqttError:
+            plain_refused = True
         collector_saw: list[str] = []
-        subject_saw: list[str] = []
-        async with client("collector-1", "collector") as collector, client("aaaa", "subject") as alice:
+        alice_saw: list[str] = []
+        bob_saw: list[str] = []
+        async with client("collector-1", "collector") as collector, client("aaaa", "subject") as alice, \
+                client("bbbb", "subject") as bob:
             await collector.subscribe("coutil/v1/#", qos=1)
-            await alice.subscribe("coutil/v1/#", qos=1)
+            for topic_filter in ("coutil/v1/+/s/+/up", "coutil/v1/+/c/to/+", "coutil/v1/+/s/+/group"):
+                await alice.subscribe(topic_filter, qos=1)
+            # Bob asks for Alice's registration topic by name: the broker hands him nothing from it.
+            await bob.subscribe("coutil/v1/r1/s/aaaa/up", qos=1)
+            await bob.subscribe("coutil/v1/r1/s/aaaa/group", qos=1)
             await alice.publish("coutil/v1/r1/s/bbbb/up", b"forged: another sid", qos=1)
             await alice.publish("coutil/v1/announce", b"forged: collector topic", qos=1)
             await alice.publish("coutil/v1/r1/c/to/bbbb", b"forged: collector inbox", qos=1)
             await alice.publish("coutil/v1/r1/s/aaaa/up", b"own up", qos=1)
             await alice.publish("coutil/v1/r1/s/aaaa/group", b"own group", qos=1)
+            await collector.publish("coutil/v1/r1/c/to/bbbb", b"to bob", qos=1)
             await collector.publish("coutil/v1/r1/c/to/aaaa", b"to alice", qos=1)
             async with asyncio.timeout(10):
-                async for message in collector.messages:
-                    collector_saw.append(bytes(message.payload).decode())  # type: ignore[arg-type]
-                    if collector_saw[-1] == "to alice":
-                        break
-                async for message in alice.messages:
-                    subject_saw.append(bytes(message.payload).decode())  # type: ignore[arg-type]
-                    if subject_saw[-1] == "to alice":
-                        break
-        return collector_saw, subject_saw, refused
+                for who, seen, last in ((collector, collector_saw, "to alice"), (alice, alice_saw, "to alice"),
+                                        (bob, bob_saw, "own group")):
+                    async for message in who.messages:
+                        seen.append(bytes(message.payload).decode())  # type: ignore[arg-type]
+                        if seen[-1] == last:
+                            break
+        return collector_saw, alice_saw, bob_saw, refused, plain_refused
 
     try:
-        collector_saw, subject_saw, refused = asyncio.run(main())
+        collector_saw, alice_saw, bob_saw, refused, plain_refused = asyncio.run(main())
     finally:
         broker.stop()
     assert refused, "anonymous client was let in"
-    # Messages of one publisher arrive in order, so once "to alice" arrived nothing forged is in flight.
-    assert collector_saw == ["own up", "own group", "to alice"]
-    assert subject_saw == ["own up", "own group", "to alice"]
+    assert plain_refused, "a client without TLS was let in"
+    # Messages of one publisher arrive in order, so once the last one arrived nothing forged is in flight.
+    assert collector_saw == ["own up", "own group", "to bob", "to alice"]
+    # A subject reads her own inbox and the groups' traffic, never a registration, not even her own.
+    assert alice_saw == ["own group", "to alice"]
+    assert bob_saw == ["own group"]
