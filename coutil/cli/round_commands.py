@@ -42,7 +42,7 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
         ("subjects / registered", f"{summary['subjects']} / {summary['registered']}"),
         ("released rows / groups", f"{summary['released_rows']} / {summary['groups']}"),
         ("excluded", ", ".join(f"{k}: {v}" for k, v in summary["excluded"].items()) or "0"),
-        ("verdicts accepted", f"{summary['accepted']} / {summary['verdicts']}"),
+        ("subjects accepting the release / verdicts", f"{summary['accepted']} / {summary['verdicts']}"),
     ]
     if "virtual_time" in summary and title == "simulated round":
         rows.append(("virtual time (s)", f"{summary['virtual_time']:.1f}"))
@@ -53,7 +53,9 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
         if metric in traffic:
             rows.append((f"per subject {metric} (mean / max)",
                          f"{traffic[metric]['mean']:.1f} / {traffic[metric]['max']:.0f}"))
-    rows.append(("rejections", ", ".join(f"{k}: {v}" for k, v in summary["rejections"].items()) or "0"))
+    # Messages, not people: duplicates and stale re-sends are the protocol's normal de-duplication.
+    rows.append(("messages ignored or rejected (by reason)",
+                 ", ".join(f"{k}: {v}" for k, v in summary["rejections"].items()) or "0"))
     for what, value in rows:
         table.add_row(what, value)
     return table

@@ -130,6 +130,21 @@ def count_rejections(nodes: Iterable[object]) -> Counter[str]:
     return counts
 
 
+#: What each field of a verdict in audit.json means (written into audit.json beside the verdicts).
+VERDICT_FIELDS = {
+    "sid": "the subject's per-round id (hex of the first 16 bytes of her round key); not linked to her data",
+    "accept": "true: her own audit found the release acceptable; false: she complains, for the reason given",
+    "reason": "'ok', or why she complains (e.g. not_k_anonymous, not_included, permutation_distance_too_small, "
+              "match_not_plausible)",
+    "included": "whether her own confidential values are in the release",
+    "permutation_distance": "d: how far (in ranks) the release record closest to hers is from her own values; "
+                            "0 means an intruder who knows her values finds her record exactly; the round's "
+                            "min_permutation_distance is the collector's promise",
+    "plausible": "whether the match an intruder would make for her is plausible as a random match (the "
+                 "maximum-knowledge intruder test at the round's alpha): true means the match proves nothing",
+}
+
+
 def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
     """The signed manifest's text entries with the types of their `RoundConfig` fields (k an int, qi a
     list, ...); entries that are not config fields (method, protocol) stay text."""
@@ -162,14 +177,17 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         # with an original data set through a record mapping, never row by row.
         "row_order": "group",
     }, indent=2) + "\n")
-    distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts)
+    distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts if "permutation_distance" in v)
+    present = {key for verdict in outcome.verdicts for key in verdict}
     audit = {
+        "fields": {key: text for key, text in VERDICT_FIELDS.items() if key in present},
         "verdicts": outcome.verdicts,
         "excluded": outcome.excluded,
         "accepted": sum(1 for v in outcome.verdicts if v["accept"]),
         "reasons": dict(Counter(str(v["reason"]) for v in outcome.verdicts)),
-        "permutation_distance_distribution": {str(d): c for d, c in sorted(distances.items())},
     }
+    if distances:
+        audit["permutation_distance_distribution"] = {str(d): c for d, c in sorted(distances.items())}
     (out_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
     with (out_dir / "trace.jsonl").open("w") as trace:
         for node_id, event in events:
