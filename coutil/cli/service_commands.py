@@ -68,11 +68,15 @@ def serve_command(
                                                  "subjects registered.", show_default=False)] = None,
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds to run before exiting (0: forever).")] = 1,
     allow_k1: Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (no anonymity).")] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="Least level logged (JSON lines on stderr): "
+                                           "debug, info, warning or error.")] = "info",
 ) -> None:
     """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
+    from coutil.collector.logs import configure
     from coutil.collector.serve import serve_rounds
     from coutil.round.setup import load_round_spec
 
+    configure(log_level)
     address = _address(broker, ca_file)
     spec = load_round_spec(config, sets=tuple(sets or ()), qi=qi, confidential=confidential, k=k,
                            round_overrides={"register_window": register_window, "expected_subjects": expected},

@@ -2,19 +2,20 @@
 
 `serve_rounds` is what ``coutil collector serve`` runs: for each round it opens (resumes or starts)
 a `PersistentCollector` on the store, hosts it on the broker until it finishes, and logs one JSON
-line per event on stderr (event codes, counts and ids: never a confidential value).
+record per event through `coutil.collector.logs` (JSON lines on stderr, with levels: event codes, counts
+and ids, never a confidential value).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from coutil.collector.logs import log_event
 from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
 from coutil.collector.storage import CollectorStore
 from coutil.errors import NetworkError
@@ -28,9 +29,12 @@ LogSink = Callable[..., None]
 
 
 def log_json(**fields: object) -> None:
-    """One structured log line (JSON) on stderr."""
-    sys.stderr.write(json.dumps({"t": round(time.time(), 3), **fields}, default=str) + "\n")
-    sys.stderr.flush()
+    """One structured log record (`coutil.collector.logs`: standard logging, JSON lines, with levels)."""
+    event = str(fields.pop("event", "log"))
+    level = None
+    if event == "round_end" and not fields.get("completed"):
+        level = logging.WARNING
+    log_event(event, level=level, **fields)
 
 
 @dataclass(frozen=True)
