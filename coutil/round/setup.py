@@ -165,9 +165,9 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
-def parse_set(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+def parse_set(items: Sequence[str]) -> dict[str, dict[str, object]]:
     """``--set`` items (``key=value``, ``table.key=value``) as tables of overrides."""
-    tables: dict[str, dict[str, Any]] = {}
+    tables: dict[str, dict[str, object]] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
@@ -178,7 +178,7 @@ def parse_set(items: Sequence[str]) -> dict[str, dict[str, Any]]:
         if table not in TABLES:
             raise InputError(f"bad --set {item!r}: unknown table {table!r} (known: {', '.join(TABLES)})")
         try:
-            value: Any = tomllib.loads(f"v = {text}")["v"]
+            value: object = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             value = text.strip()
         tables.setdefault(table, {})[name] = value

@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import multiprocessing.queues
+import multiprocessing.synchronize
 import queue
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -114,7 +116,12 @@ def split_rows_by_qi(qi: NDArray[np.float64], workers: int) -> list[tuple[int, .
     return slices
 
 
-def worker_main(task: SubjectSlice, channel: Any, stop: Any) -> None:
+#: What a worker sends to the main process: ("events", [(node id, event), ...]) or ("done", WorkerReport).
+# A string: multiprocessing's Queue is not subscriptable at run time.
+Channel: TypeAlias = "multiprocessing.queues.Queue[tuple[str, list[tuple[str, Event]] | WorkerReport]]"
+
+
+def worker_main(task: SubjectSlice, channel: Channel, stop: multiprocessing.synchronize.Event) -> None:
     """Entry point of a worker process: host the slice's subjects until they are done or ``stop``
     (a multiprocessing event) is set, report, exit."""
     try:
@@ -126,7 +133,7 @@ def worker_main(task: SubjectSlice, channel: Any, stop: Any) -> None:
     channel.put(("done", report))
 
 
-async def _host_slice(task: SubjectSlice, channel: Any, stop: Any) -> WorkerReport:
+async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessing.synchronize.Event) -> WorkerReport:
     nodes, node_ids = build_subject_nodes(task.data, task.config, task.collector_key, seed=task.seed,
                                           rows=task.rows)
     pending: list[tuple[str, Event]] = []
@@ -169,8 +176,8 @@ class WorkerPool:
 
     def __init__(self, tasks: Sequence[SubjectSlice]) -> None:
         context = multiprocessing.get_context("spawn")
-        self._channel: Any = context.Queue()
-        self._stop: Any = context.Event()
+        self._channel: Channel = context.Queue()
+        self._stop = context.Event()
         self._processes = [context.Process(target=worker_main, args=(task, self._channel, self._stop), daemon=True,
                                            name=f"coutil-subjects-{task.worker}") for task in tasks]
         self._rows = {task.worker: task.rows for task in tasks}
@@ -184,14 +191,14 @@ class WorkerPool:
         """Hand the events received so far to ``on_event`` and keep the reports that arrived."""
         while True:
             try:
-                kind, payload = self._channel.get_nowait()
+                _kind, payload = self._channel.get_nowait()
             except queue.Empty:
                 return
-            if kind == "events":
+            if isinstance(payload, WorkerReport):
+                self.reports[payload.worker] = payload
+            else:
                 for node_id, event in payload:
                     on_event(node_id, event)
-            else:
-                self.reports[payload.worker] = payload
 
     def stop(self) -> None:
         """Tell the workers to stop hosting and report (the collector has finished: a subject still

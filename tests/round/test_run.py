@@ -50,7 +50,7 @@ def _check_outputs(out: Path, n: int, k: int) -> None:
     audit = json.loads((out / "audit.json").read_text())
     assert audit["accepted"] == len(audit["verdicts"]) == n
     manifest = json.loads((out / "manifest.json").read_text())
-    assert dict(manifest["manifest"])["k"] == str(k)
+    assert manifest["manifest"]["k"] == k and manifest["row_order"] == "group"
     assert all(size >= k for size in manifest["group_sizes"])
     trace = (out / "trace.jsonl").read_text().splitlines()
     assert trace and all(json.loads(line)["node"] for line in trace)
