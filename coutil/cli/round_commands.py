@@ -25,10 +25,6 @@ from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 if TYPE_CHECKING:
     from coutil.round.report import RoundReport
 
-#: The collector phases shown as progress bars (`coutil.round.tracker.PHASES`, whose import costs the
-#: protocol stack; a test checks that the two agree).
-PHASES = ("registration", "sharing", "auditing")
-
 OUTPUT_FILES = "release.csv, manifest.json, audit.json, trace.jsonl, report.json"
 
 
@@ -105,6 +101,7 @@ def run_round_command(
 ) -> dict[str, Any]:
     from coutil.net.mqtt import parse_broker_url
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
+    from coutil.round.tracker import PHASES
 
     spec = load_round_spec(config_file, sets=sets, qi=qi, confidential=confidential, k=k, data=data,
                            subjects=subjects, allow_k1=allow_k1)
@@ -157,6 +154,7 @@ def simulate(
 ) -> dict[str, Any]:
     """Run the simulation described by ``config``; returns the summary (raises when incomplete)."""
     from coutil.round.memory import run_memory_round
+    from coutil.round.tracker import PHASES
 
     spec = load_round_spec(config, sets=sets, data=data, subjects=subjects, allow_k1=allow_k1)
     dataset = spec.data.load(spec.config, seed)

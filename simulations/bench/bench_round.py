@@ -27,10 +27,11 @@ from typing import Any
 from coutil.protocol.config import RoundConfig
 from coutil.round.memory import run_memory_round
 from coutil.round.simulation import synthetic_dataset
+from coutil.round.tracker import PHASES as ROUND_PHASES
 
 RESULTS = Path(__file__).parent / "results" / "bench_round.json"
 GOALS = {10_000: 60.0, 100_000: 900.0}
-PHASES = ("setup", "registration", "sharing", "auditing", "outputs")
+PHASES = ("setup", *(str(p) for p in ROUND_PHASES), "outputs")
 
 
 def bench(n: int, k: int, seed: int) -> dict[str, Any]:

@@ -50,10 +50,11 @@ from coutil.protocol.config import RoundConfig
 from coutil.round.mqtt import run_mqtt_round_async
 from coutil.round.setup import local_swarm_timing
 from coutil.round.simulation import synthetic_dataset
+from coutil.round.tracker import PHASES as ROUND_PHASES
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GOAL_SECONDS = {10_000: 60.0}
-PHASES = ("registration", "sharing", "auditing")
+PHASES = tuple(str(p) for p in ROUND_PHASES)
 MOSQUITTO_SETTINGS = BASE_SETTINGS + (
     "max_queued_messages 200000\nmax_inflight_messages 100\nmax_connections -1\nsys_interval 1\n"
 )
