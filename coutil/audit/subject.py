@@ -259,3 +259,15 @@ def audit_subject(
     except ValueError:
         return MALFORMED
     return judge(view, qi=qi, confidential=confidential, group=group, params=params)
+
+
+def manifest_fields(
+    round_id: bytes, columns: Sequence[str], group_ids: Sequence[int], group_sizes: Sequence[int], rows: ArrayLike
+) -> dict[str, Any]:
+    """What a round's manifest.json adds so that ``coutil audit --manifest`` finds every subject's
+    group and checks that release.csv is the release: ``group_ids`` (the groups in release order)
+    and ``release_digest`` (hex)."""
+    return {
+        "group_ids": [int(g) for g in group_ids],
+        "release_digest": release_digest(round_id, columns, group_sizes, rows).hex(),
+    }
