@@ -8,6 +8,8 @@
   l-diversity, or t-closeness;
 - `coutil.audit.privacy_check`: does (d, v)- or (d, v, f)-permuted privacy hold for a record, for the
   data set, and on which attributes does it fail;
+- `coutil.audit.subject`: a subject's audit of a release, the one function of her in-round verdict
+  and of ``coutil audit --record-values`` (release digest, random records, p-value, verdict);
 - `coutil.audit.report`: the documented result objects of ``coutil audit`` (data protector, subject);
 - `coutil.audit.intruder`: the maximum-knowledge intruder (Section 5);
 - `coutil.audit.linkage`: classical record-linkage attacks for comparison;

@@ -354,3 +354,84 @@ def _mapping_from_column(name: str, option: str, pair: Pair) -> NDArray[np.intp]
             f"(first: record {int(missing[0]) + 1})"
         )
     return owner_of
+
+
+@dataclass(frozen=True)
+class RoundManifest:
+    """What a subject's audit needs from a round's manifest.json (written by ``coutil run`` and
+    ``coutil simulate``): ``round_id`` (hex), ``manifest`` (the announced parameters, as text),
+    ``group_sizes``, and when present ``group_ids`` and ``release_digest`` (hex)."""
+
+    round_id: bytes
+    qi: tuple[str, ...]
+    confidential: tuple[str, ...]
+    k: int
+    min_permutation_distance: int
+    random_records: int
+    alpha: float
+    group_sizes: tuple[int, ...]
+    #: Group numbers in release order; None when the file has none (older rounds).
+    group_ids: tuple[int, ...] | None
+    release_digest: bytes | None
+
+
+def load_round_manifest(path: Path) -> RoundManifest:
+    """Read a round's manifest.json; every problem is an `InputError` naming the file and the key."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such manifest file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON manifest ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("manifest"), dict):
+        raise InputError(f"{path}: not a round's manifest.json (no 'manifest' object)")
+    params = doc["manifest"]
+
+    def text(key: str) -> str:
+        value = params.get(key)
+        if not isinstance(value, str):
+            raise InputError(f"{path}: manifest has no {key!r}")
+        return value
+
+    def number(key: str, kind: type[int] | type[float]) -> float:
+        try:
+            return kind(text(key))
+        except ValueError:
+            raise InputError(f"{path}: manifest {key!r} is not a number: {text(key)!r}") from None
+
+    def hex_bytes(key: str) -> bytes | None:
+        value = doc.get(key)
+        if value is None:
+            return None
+        try:
+            return bytes.fromhex(str(value))
+        except ValueError:
+            raise InputError(f"{path}: {key} is not hexadecimal: {value!r}") from None
+
+    def integers(key: str) -> tuple[int, ...] | None:
+        value = doc.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise InputError(f"{path}: {key} must be a list of integers")
+        return tuple(value)
+
+    round_id = hex_bytes("round_id")
+    sizes = integers("group_sizes")
+    if round_id is None or sizes is None:
+        raise InputError(f"{path}: a round's manifest.json has round_id and group_sizes")
+    names = {key: tuple(n for n in text(key).split(",") if n) for key in ("qi", "confidential")}
+    return RoundManifest(
+        round_id=round_id,
+        qi=names["qi"],
+        confidential=names["confidential"],
+        k=int(number("k", int)),
+        min_permutation_distance=int(number("min_permutation_distance", int)),
+        random_records=int(number("random_records", int)),
+        alpha=float(number("alpha", float)),
+        group_sizes=sizes,
+        group_ids=integers("group_ids"),
+        release_digest=hex_bytes("release_digest"),
+    )

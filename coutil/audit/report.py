@@ -1,19 +1,21 @@
 """The documented result objects of ``coutil audit``, built from arrays (also usable from Python).
 
 `protector_report` is the data protector's audit of every original record (Table 4 of Domingo-Ferrer
-& Muralidhar); `subject_report` is one subject's audit of her own record, with the plausibility of
-her match among random records (end of Section 5.2). Both return the JSON object printed by
-``--json`` and, when thresholds were given, the `PermutedPrivacyCheck` behind its ``check`` key.
+& Muralidhar); `subject_report` is one subject's audit of her own record: her verdict (computed by
+`coutil.audit.subject`, the very function of her in-round audit) and the plausibility of her match
+among random records (end of Section 5.2). Both return the JSON object printed by ``--json`` and,
+when thresholds were given, the `PermutedPrivacyCheck` behind its ``check`` key.
 
 JSON keys (row numbers 1-based): ``records``: objects with ``record``, ``permutation_distance``,
 ``closest`` (all tied release rows, ascending), ``star_ranks`` (per attribute, the rank of y*_j: the
 first rank of its tie block), ``star_rank_intervals`` (per attribute, ``[low, high]``: the ranks
 that y*_j occupies, low = high without ties; two blocks when x_j lies halfway), ``variances`` (per
 attribute, at the record's own distance), with a non-variance criterion ``diversity``, with a
-mapping ``mapping`` and ``distance_vector``, in subject mode ``plausibility``; ``dataset``
-(protector): ``permutation_distance`` (the minimum) and ``variances`` (per attribute, the minimum
-over records at that distance), with a non-variance criterion ``diversity`` (the least safe value
-over records); ``check`` when asked.
+mapping ``mapping`` and ``distance_vector``, in subject mode ``plausibility``; in subject mode
+``verdict`` (`coutil.audit.subject.SubjectAudit.to_dict`); ``dataset`` (protector):
+``permutation_distance`` (the minimum) and ``variances`` (per attribute, the minimum over records at
+that distance), with a non-variance criterion ``diversity`` (the least safe value over records);
+``check`` when asked.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coutil.audit.diversity import DiversityCriterion, window_diversity, worst
-from coutil.audit.intruder import ProgressCallback, empirical_p_values, random_record_count, random_record_distances
 from coutil.audit.privacy_check import PermutedPrivacyCheck, check_records
 from coutil.audit.ranks import IndexArray, Nearest, RankIndex
+from coutil.audit.subject import AuditParams, SubjectAudit
 from coutil.errors import InputError
 
 MappingName = Literal["closest", "identity"]
@@ -207,28 +209,20 @@ def subject_report(
     release: NDArray[np.float64],
     names: Sequence[str],
     *,
-    random: int,
-    seed: int,
-    alpha: float,
+    audit: SubjectAudit,
+    params: AuditParams,
     d: Distance | None = None,
     v: Sequence[float] | None = None,
     criterion: DiversityCriterion = "variance",
     mapping: MappingName | None = None,
-    on_progress: ProgressCallback | None = None,
 ) -> tuple[dict[str, Any], PermutedPrivacyCheck | None]:
-    """One subject's audit of her own record, with the plausibility of her match (Section 5.2).
-
-    Her random records take one release value per attribute (she knows only Y, a permutation of X up
-    to residual noise): all n^m of them when there are at most ``random``, else ``random`` drawn with
-    ``seed``. Her match is plausible when the share of random records matching at her distance or
-    closer (the p-value) is at least ``alpha``.
+    """One subject's audit of her own record: her verdict ``audit`` (`coutil.audit.subject`, the
+    function she runs in a round, with its thresholds ``params``) under ``verdict``, and her record's
+    distance, closest rows, star ranks and variances under ``records`` with its ``plausibility``
+    (the verdict's p-value, alpha, plausible, random_records).
     """
     if len(own_record) != release.shape[1]:
         raise InputError(f"the record has {len(own_record)} values but the release has {release.shape[1]} attributes")
-    if random < 1:
-        raise InputError(f"bad number of random records {random}: expected a positive integer")
-    if not 0 < alpha < 1:
-        raise InputError(f"bad alpha {alpha}: expected a probability strictly between 0 and 1")
     if mapping is not None and mapping != "closest":
         raise InputError("only the closest mapping is open to a subject: she does not know her release row")
     if isinstance(d, list) and mapping is None:
@@ -237,31 +231,26 @@ def subject_report(
     lo, hi = index.star(np.asarray([own_record], dtype=np.float64))
     found = index.nearest(lo, hi, want_ties=True)
     own = np.asarray(found.distance, dtype=np.int64)
-    n, m = release.shape
-    distribution = random_record_distances(
-        index,
-        index.lo,
-        index.hi,  # a release value's star interval is its own rank interval
-        random="all" if random_record_count(n, m) <= random else random,
-        seed=seed,
-        on_progress=on_progress,
-    )
-    p_value = float(empirical_p_values(own, distribution)[0])
     records = _record_objects([1], own, _closest_lists(found, [0]), lo, hi, index.window_variance(lo, hi, own))
     if criterion != "variance":
         records[0]["diversity"] = window_diversity(index, lo, hi, own, criterion)[0].tolist()
     records[0]["plausibility"] = {
-        "p_value": p_value,
-        "alpha": alpha,
+        "p_value": audit.p_value,
+        "alpha": params.alpha,
         # Plausible deniability: random records match at her distance or closer often enough.
-        "plausible": p_value >= alpha,
-        "random_records": distribution.total,
+        "plausible": audit.plausible,
+        "random_records": params.random_records,
     }
-    rows = _mapping_rows(mapping, found, [0], n)
+    rows = _mapping_rows(mapping, found, [0], release.shape[0])
     if rows is not None:
         _add_mapping(records, rows, index.rank_deviations(lo, hi, rows))
     check = _check(index, lo, hi, own, rows, names, [0], d, v, criterion)
-    out: dict[str, Any] = {"columns": list(names), "diversity_criterion": criterion, "records": records}
+    out: dict[str, Any] = {
+        "columns": list(names),
+        "diversity_criterion": criterion,
+        "verdict": audit.to_dict(),
+        "records": records,
+    }
     if check is not None:
         out["check"] = check.to_dict()
     return out, check

@@ -6,8 +6,11 @@
   (exit code 3 when it fails, naming the failing attributes); ``--diversity`` picks the criterion of
   condition 2 (variance, distinct-l, entropy-l or t-closeness); ``--mapping`` (or a vector ``--d``)
   selects the (d, v, f) form, per attribute, against a record mapping f.
-- ``audit --record-values v1,v2,.. --release Y.csv``: the same for one subject who knows only her own
-  record, plus the plausibility of her distance among random records.
+- ``audit --record-values v1,v2,.. --release Y.csv [--manifest manifest.json --group G]``: the same
+  for one subject who knows only her own record, plus her verdict (`coutil.audit.subject`: the very
+  function of her audit in a round, so that the files of a round reproduce it): included,
+  k-anonymous, distance against the promise, and the plausibility of her distance among random
+  records seeded from the release digest.
 - ``attack``: the maximum-knowledge intruder (Section 5): linkages to the reverse-mapped release,
   verification with random records, Hellinger distance, p-values, optional figure. ``--method``
   runs a classical attack instead: distance-based linkage, global one-to-one linkage, or the
@@ -48,19 +51,26 @@ from coutil.audit.inputs import (
 )
 from coutil.cli.common import emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
+from coutil.protocol.config import MAX_RANDOM_RECORDS, RoundConfig
 from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from coutil.audit.inputs import RoundManifest
     from coutil.audit.intruder import RandomSpec
     from coutil.audit.privacy_check import PermutedPrivacyCheck
     from coutil.audit.report import MappingSpec
+    from coutil.audit.subject import AuditParams
 
     KnownMapping = str | NDArray[np.intp] | None
 
 #: Rows shown in the human-readable tables (the JSON always has every row).
 TABLE_ROWS = 20
+#: A subject's audit thresholds when neither an option nor a manifest gives them: a round's defaults.
+_ROUND_DEFAULTS: dict[str, int | float] = {
+    name: getattr(RoundConfig, name) for name in ("k", "min_permutation_distance", "random_records", "alpha")
+}
 
 
 class Diversity(StrEnum):
@@ -234,11 +244,50 @@ def audit_command(
         int | None,
         typer.Option("--record", help="Report and check only this record of X (1-based).", show_default=False),
     ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="Subject mode: the manifest.json of the round that wrote the release: its round id, "
+            "columns, groups and audit parameters (the options below override the parameters).",
+            show_default=False,
+        ),
+    ] = None,
+    group: Annotated[
+        int | None,
+        typer.Option(
+            "--group",
+            help="Subject mode, with --manifest: your group number in the round (without --manifest the "
+            "whole release is group 0).",
+            show_default=False,
+        ),
+    ] = None,
     random: Annotated[
-        int, typer.Option("--random", help="Subject mode: random records for the plausibility test.")
-    ] = 10_000,
-    seed: SeedOpt = 0,
-    alpha: Annotated[float, typer.Option("--alpha", help="Subject mode: significance level.")] = 0.05,
+        int | None,
+        typer.Option(
+            "--random",
+            help=f"Subject mode: random records of the plausibility test [default: the manifest's, else "
+            f"{_ROUND_DEFAULTS['random_records']}].",
+            show_default=False,
+        ),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            "--alpha",
+            help=f"Subject mode: significance level [default: the manifest's, else {_ROUND_DEFAULTS['alpha']}].",
+            show_default=False,
+        ),
+    ] = None,
+    min_distance: Annotated[
+        int | None,
+        typer.Option(
+            "--min-distance",
+            help="Subject mode: the promised least permutation distance [default: the manifest's, else "
+            f"{_ROUND_DEFAULTS['min_permutation_distance']}].",
+            show_default=False,
+        ),
+    ] = None,
     d: Annotated[
         str | None,
         typer.Option(
@@ -273,7 +322,15 @@ def audit_command(
         ),
     ] = None,
     ordinal: OrdinalOpt = None,
-    k: KOpt = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "--k",
+            help="Data protector: reject a release with fewer than k rows. Subject mode: the k of the "
+            f"verdict's k-anonymity check [default: the manifest's, else {_ROUND_DEFAULTS['k']}].",
+            show_default=False,
+        ),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """(d, v)-permuted privacy audit of a release: by the data protector or by one subject.
@@ -282,11 +339,19 @@ def audit_command(
     record, permutation_distance, closest (1-based release rows), star_ranks (per attribute, the
     rank of the closest release value y*; with tied values the low end of its rank interval),
     star_rank_intervals (per attribute, \\[low, high]: all the ranks y* occupies), variances, and
-    with options diversity, mapping, distance_vector, plausibility; plus dataset and check.
+    with options diversity, mapping, distance_vector, plausibility; plus dataset and check. Subject
+    mode adds verdict (accept, reason, included, k_anonymous, permutation_distance, p_value,
+    plausible, variances: the verdict she gives in a round, by the same function),
+    audit_parameters, group and release_digest.
     """
     if (original is None) == (record_values is None):
         raise InputError("give exactly one of --original (data protector) or --record-values (subject)")
     if original is not None:
+        subject_only = {"--manifest": manifest, "--group": group, "--random": random, "--alpha": alpha,
+                        "--min-distance": min_distance}
+        misplaced = [name for name, value in subject_only.items() if value is not None]
+        if misplaced:
+            raise InputError(f"{', '.join(misplaced)} can only be used with --record-values (subject mode)")
         _audit_protector(
             original=original,
             release=release,
@@ -309,9 +374,11 @@ def audit_command(
         record_values=record_values,
         release=release,
         columns=columns,
+        manifest=manifest,
+        group=group,
         random=random,
-        seed=seed,
         alpha=alpha,
+        min_distance=min_distance,
         d=d,
         v=v,
         diversity=diversity,
@@ -373,9 +440,11 @@ def _audit_subject(
     record_values: str,
     release: Path,
     columns: str | None,
-    random: int,
-    seed: int,
-    alpha: float,
+    manifest: Path | None,
+    group: int | None,
+    random: int | None,
+    alpha: float | None,
+    min_distance: int | None,
     d: str | None,
     v: str | None,
     diversity: Diversity,
@@ -384,45 +453,105 @@ def _audit_subject(
     k: int | None,
     json_output: bool,
 ) -> None:
-    """Subject mode: one record known to its owner, the release, and random records from the release."""
+    """Subject mode: her record, the release (and the round's manifest.json): her verdict by
+    `coutil.audit.subject.audit_subject`, the function she runs in the round."""
+    from coutil.audit.inputs import load_round_manifest
     from coutil.audit.report import subject_report
+    from coutil.audit.subject import audit_subject, release_digest
 
+    round_file = None if manifest is None else load_round_manifest(manifest)
+    if round_file is not None and columns is None:
+        columns = ",".join(round_file.qi + round_file.confidential)
     y = load_release(release, columns, ordinal)
-    check_k(y, k)
     values = parse_record_values(record_values, y)
-    if random < 1:
-        raise InputError(f"bad --random {random}: expected a positive number of random records")
-    if not 0 < alpha < 1:
-        raise InputError(f"bad --alpha {alpha}: expected a probability strictly between 0 and 1")
     if mapping is not None and mapping != "closest":
         raise InputError(f"--mapping {mapping} needs --original: a subject does not know her release row")
     required, thresholds = parse_check_options(d, v, y.m)
-    with progress(_show_progress(json_output)) as bar:
-        task = bar.add_task("random records", total=random)
-        out, check = subject_report(
-            values,
-            y.values,
-            y.names,
-            random=random,
-            seed=seed,
-            alpha=alpha,
-            d=required,
-            v=thresholds,
-            criterion=diversity.value,
-            mapping=None if mapping is None else "closest",
-            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+    params = _subject_params(round_file, k=k, random=random, alpha=alpha, min_distance=min_distance)
+    group_sizes: tuple[int, ...]
+    group_ids: tuple[int, ...] | None
+    if round_file is None:
+        # No round: the release is one group (0) of whole records, with no QI column.
+        if group not in (None, 0):
+            raise InputError("--group needs --manifest: without a round the whole release is group 0")
+        round_id, n_qi, group_sizes, group_ids, mine = b"", 0, (y.n,), (0,), 0
+    else:
+        if group is None:
+            raise InputError(f"--manifest {manifest} needs --group: your group number in the round")
+        round_id, n_qi, group_sizes, mine = round_file.round_id, len(round_file.qi), round_file.group_sizes, group
+        group_ids = round_file.group_ids
+        if group_ids is None:
+            # Rounds number their groups 0, 1, ... in release order; only a group emptied of every
+            # record (all its members excluded) is missing from a release, shifting the later ones.
+            group_ids = tuple(range(len(group_sizes)))
+            _stderr_line(f"note: {manifest} has no group_ids; taking the groups as 0..{len(group_ids) - 1} "
+                         "in release order")
+        if sum(group_sizes) != y.n or len(group_ids) != len(group_sizes):
+            raise InputError(f"{manifest} describes {sum(group_sizes)} rows in {len(group_sizes)} groups, "
+                             f"but {release} has {y.n} rows")
+    digest = release_digest(round_id, y.names, group_sizes, y.values)
+    if round_file is not None and round_file.release_digest not in (None, digest):
+        raise InputError(f"{release} is not the release of {manifest}: its release_digest differs")
+    verdict = audit_subject(
+        y.values, round_id=round_id, columns=y.names, group_ids=group_ids, group_sizes=group_sizes,
+        qi=values[:n_qi], confidential=values[n_qi:], group=mine, params=params,
+    )  # fmt: skip
+    out, check = subject_report(
+        values, y.values, y.names, audit=verdict, params=params, d=required, v=thresholds,
+        criterion=diversity.value, mapping=None if mapping is None else "closest",
+    )  # fmt: skip
+    out["audit_parameters"] = {
+        "k": params.k,
+        "min_permutation_distance": params.min_permutation_distance,
+        "random_records": params.random_records,
+        "alpha": params.alpha,
+    }
+    out["group"] = mine
+    out["release_digest"] = digest.hex()
     if json_output:
         emit_json(out)
     else:
         _print_audit_table(out, {})
-        plaus = out["records"][0]["plausibility"]
-        verdict = "plausible (chance matches are common)" if plaus["plausible"] else "NOT plausible"
+        plausible = "plausible (chance matches are common)" if verdict.plausible else "NOT plausible"
         err_console.print(
-            f"p-value {plaus['p_value']:.4f} over {plaus['random_records']} random records "
-            f"(alpha {alpha}): a match at this distance is {verdict}"
+            f"p-value {verdict.p_value:.4f} over {params.random_records} random records "
+            f"(alpha {params.alpha}): a match at this distance is {plausible}"
+        )
+        err_console.print(
+            f"verdict: {'accept' if verdict.accept else 'complain'} ({verdict.reason}); included "
+            f"{verdict.included}, k-anonymous {verdict.k_anonymous} (k = {params.k})"
         )
     _report_check(check, json_output)
+
+
+def _subject_params(
+    round_file: RoundManifest | None, *, k: int | None, random: int | None, alpha: float | None,
+    min_distance: int | None,
+) -> AuditParams:
+    """The audit thresholds: each option, else the manifest's, else the round's default."""
+    from coutil.audit.subject import AuditParams
+
+    base = _ROUND_DEFAULTS if round_file is None else {
+        "k": round_file.k,
+        "min_permutation_distance": round_file.min_permutation_distance,
+        "random_records": round_file.random_records,
+        "alpha": round_file.alpha,
+    }
+    params = AuditParams(
+        k=int(base["k"]) if k is None else k,
+        min_permutation_distance=int(base["min_permutation_distance"]) if min_distance is None else min_distance,
+        random_records=int(base["random_records"]) if random is None else random,
+        alpha=float(base["alpha"]) if alpha is None else alpha,
+    )
+    if params.k < 1:
+        raise InputError(f"bad --k {params.k}: expected a positive integer")
+    if params.min_permutation_distance < 0:
+        raise InputError(f"bad --min-distance {params.min_permutation_distance}: expected a non-negative integer")
+    if not 0 <= params.random_records <= MAX_RANDOM_RECORDS:
+        raise InputError(f"bad --random {params.random_records}: expected 0 to {MAX_RANDOM_RECORDS} random records")
+    if not 0 < params.alpha < 1:
+        raise InputError(f"bad --alpha {params.alpha}: expected a probability strictly between 0 and 1")
+    return params
 
 
 # ------------------------------------------------------------------------------------------ attack

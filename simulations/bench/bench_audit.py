@@ -20,8 +20,9 @@ blocks, like ages) and ``ordinal`` (2 decimals, and the last attribute in 3 cate
    Goal: n = 10^6, m = 5 in <= 60 s.
    The alternative diversity criteria of the windows (distinct-l, entropy-l, t-closeness) are timed
    beside, at the data-set distance, with the whole (d, v)-check of every record.
-2. ``subject``: one subject's audit as ``coutil audit --record-values``: index, her distance and
-   variances, and 10^5 random records made of release values (the plausibility test).
+2. ``subject``: one subject's audit as ``coutil audit --record-values`` and her in-round audit
+   (`coutil.audit.subject`): index and 10^5 random records made of release values (the
+   plausibility test), then her distance, variances and verdict.
    Goal: n = 10^5, m = 5, 10^5 random records in <= 2 s.
    ``subject-cli``: the same through the command, in this process (so without the process start and
    imports): ``coutil.cli.main(["audit", "--record-values", ..., "--release", Y.csv, "--random", N,
@@ -63,9 +64,9 @@ from numpy.typing import NDArray
 
 from coutil.audit import inputs
 from coutil.audit.diversity import CRITERIA, window_diversity
-from coutil.audit.intruder import empirical_p_values, random_record_distances
 from coutil.audit.privacy_check import check_records
 from coutil.audit.ranks import Nearest, RankIndex
+from coutil.audit.subject import AuditParams, build_release_view, judge, release_digest
 from coutil.cli import main as coutil_main
 from coutil.sdc.dataset import read_csv_table, table_to_dataset
 
@@ -155,18 +156,16 @@ def bench_full(n: int, m: int, seed: int, data: str = "untied") -> dict[str, Any
 
 
 def bench_subject(n: int, m: int, random_records: int, seed: int, data: str = "untied") -> dict[str, Any]:
+    """`coutil.audit.subject` (the audit of a round and of the command) on a release of one group:
+    the random records (with the rank index) timed apart from her own record and the verdict."""
     original, release = _masked(n, m, seed, data)
-    own = original[:1]
+    own = original[0]
+    params = AuditParams(k=1, min_permutation_distance=0, random_records=random_records, alpha=0.05)
     start = time.perf_counter()
-    index = RankIndex.build(release)
-    star_lo, star_hi = index.star(own)
-    nearest = index.nearest(star_lo, star_hi, want_ties=True)
-    index.window_variance(star_lo, star_hi, nearest.distance)
-    own_s = time.perf_counter() - start
-    distribution, random_s = _timed(
-        lambda: random_record_distances(index, index.lo, index.hi, random=random_records, seed=seed)
-    )
-    p_value = float(empirical_p_values(nearest.distance, distribution)[0])
+    digest = release_digest(b"", [f"a{j + 1}" for j in range(m)], (n,), release)
+    view, random_s = _timed(lambda: build_release_view(release, group_ids=(0,), group_sizes=(n,), n_qi=0,
+                                                       digest=digest, random_records=random_records))
+    verdict, own_s = _timed(lambda: judge(view, qi=(), confidential=own, group=0, params=params))
     total = time.perf_counter() - start
     return {
         "part": "subject",
@@ -179,8 +178,8 @@ def bench_subject(n: int, m: int, random_records: int, seed: int, data: str = "u
         "random_s": random_s,
         "total_s": total,
         "goal_s": 2.0 if n >= 10**5 and random_records >= 10**5 else None,
-        "distance": int(nearest.distance[0]),
-        "p_value": p_value,
+        "distance": verdict.permutation_distance,
+        "p_value": verdict.p_value,
     }
 
 
@@ -192,7 +191,7 @@ def bench_subject_cli(n: int, m: int, random_records: int, seed: int, data: str 
         path = Path(folder) / "release.csv"
         np.savetxt(path, release, delimiter=",", header=",".join(names), comments="", fmt="%.15g")
         argv = ["audit", "--record-values", ",".join(f"{v:.15g}" for v in original[0]), "--release", str(path)]
-        argv += ["--random", str(random_records), "--seed", str(seed), "--json"]
+        argv += ["--random", str(random_records), "--json"]
         small = Path(folder) / "small.csv"
         np.savetxt(small, release[:50], delimiter=",", header=",".join(names), comments="", fmt="%.15g")
         # A first run on a small file imports everything the command needs: only the work is timed.

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import struct
 import sys
@@ -14,8 +13,8 @@ import numpy as np
 import pytest
 
 from coutil.audit import plots
-from coutil.audit.intruder import CHUNK
 from coutil.audit.plots import plot_distance_distributions
+from coutil.audit.subject import release_digest
 from coutil.cli import main
 from coutil.errors import InputError
 from tests.audit.test_paper_tables import TABLE1_Y_RANKS
@@ -123,15 +122,31 @@ def test_subject_mode(capsys: pytest.CaptureFixture[str], files: dict[str, str])
     plaus = rec["plausibility"]
     assert set(plaus) == {"p_value", "alpha", "plausible", "random_records"}
     assert plaus["random_records"] == 8000 and plaus["alpha"] == 0.05
-    # 8000 = 20^3: every combination of release values. Without ties such a record's star ranks are
-    # the ranks of its values, so its distance is the L-infinity distance to the nearest row of ranks.
+    # Without a manifest the release is one group of whole records of round id b"": the random
+    # records are drawn with the first 8 bytes of that release digest. Without ties a record's star
+    # ranks are the ranks of its values, so its distance is the L-infinity distance to the nearest
+    # row of ranks; p = (1 + #{random records at distance <= 4}) / (1 + 8000).
+    y = np.loadtxt(files["Y"], delimiter=",", skiprows=1)
+    names = tuple(Path(files["Y"]).read_text().splitlines()[0].split(","))
+    seed = int.from_bytes(release_digest(b"", names, (20,), y)[:8], "big")
+    assert out["release_digest"] == release_digest(b"", names, (20,), y).hex()
     ranks = np.array(TABLE1_Y_RANKS)
-    grid = np.array(list(itertools.product(range(1, 21), repeat=3)))
-    chance = np.abs(grid[:, None, :] - ranks[None, :, :]).max(axis=2).min(axis=1)
-    assert plaus["p_value"] == float(np.mean(chance <= 4))
+    picks = np.random.default_rng(seed).integers(0, 20, size=(8000, 3))
+    random_ranks = ranks[picks, np.arange(3)]
+    chance = np.abs(random_ranks[:, None, :] - ranks[None, :, :]).max(axis=2).min(axis=1)
+    assert plaus["p_value"] == (1 + int(np.sum(chance <= 4))) / 8001
     assert plaus["plausible"] is (plaus["p_value"] >= 0.05)
-    again = _run_json(capsys, [*argv, "--random", "500", "--seed", "3", "--json"])
+    # The verdict: her original record is not a row of the (noisy) release.
+    verdict = out["verdict"]
+    assert set(verdict) == {"accept", "reason", "included", "k_anonymous", "permutation_distance", "p_value",
+                            "plausible", "variances"}
+    assert verdict["reason"] == "not_included" and verdict["k_anonymous"] is True  # 20 rows >= k = 5
+    assert verdict["p_value"] == plaus["p_value"] and verdict["variances"] == rec["variances"]
+    assert out["audit_parameters"] == {"k": 5, "min_permutation_distance": 0, "random_records": 8000,
+                                       "alpha": 0.05}
+    again = _run_json(capsys, [*argv, "--random", "500", "--k", "21", "--json"])
     assert again["records"][0]["plausibility"]["random_records"] == 500
+    assert again["verdict"]["k_anonymous"] is False
     assert main([*argv, "--d", "5"]) == 3
     capsys.readouterr()
 
@@ -153,18 +168,18 @@ def test_subject_plausibility_is_the_sampled_p_value(
     np.savetxt(release, y, delimiter=",", header="a,b,c", comments="", fmt="%.12g")
     y = np.loadtxt(release, delimiter=",", skiprows=1)
     own = x[7]
-    n_random, seed = 400, 9
+    n_random = 400
     argv = ["audit", "--record-values", ",".join(f"{v:.12g}" for v in own), "--release", str(release)]
-    argv += ["--random", str(n_random), "--seed", str(seed)]
+    argv += ["--random", str(n_random)]
     out = _run_json(capsys, [*argv, "--json"])
     (rec,) = out["records"]
     star_lo, star_hi = ref_star(y, np.array([float(f"{v:.12g}") for v in own]))
     distance = _reference_distance(y, star_lo, star_hi)
     assert rec["permutation_distance"] == distance
     # Independent computation: the subject's N random records take attribute j from row picks[i, j]
-    # (numpy's default_rng(seed).integers, one batch below intruder.CHUNK); a value's star interval
-    # is its own rank interval; p = (1 + #{random records at distance <= hers}) / (1 + N).
-    assert n_random <= CHUNK
+    # (numpy's default_rng(seed).integers, seed = the first 8 bytes of the release digest, big-endian);
+    # p = (1 + #{random records at distance <= hers}) / (1 + N).
+    seed = int.from_bytes(release_digest(b"", ("a", "b", "c"), (60,), y)[:8], "big")
     picks = np.random.default_rng(seed).integers(0, y.shape[0], size=(n_random, 3))
     closer = 0
     for pick in picks:

@@ -1,0 +1,199 @@
+"""One audit maths: a subject's in-round verdict and ``coutil audit --record-values`` are one function
+(`coutil.audit.subject`), so the files of a round reproduce every subject's verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import coutil.audit.subject as shared
+from coutil.audit.subject import AuditParams, SubjectAudit, audit_subject, manifest_fields, p_value, release_digest
+from coutil.cli import main
+from coutil.protocol import codec
+from coutil.protocol.config import RoundConfig
+from coutil.protocol.messages import Release
+from coutil.simulate import RoundReport, run_memory_round, synthetic_dataset
+from tests.audit.test_ranks import ref_nearest, ref_star
+
+VERDICT_FIELDS = {"accept", "reason", "included", "k_anonymous", "permutation_distance", "variances", "p_value",
+                  "plausible"}
+
+# ------------------------------------------------------------------- the function, by hand
+
+# Two groups of 2 rows: one QI column (the group's centroid), one confidential column.
+ROWS = [[1.0, 10.0], [1.0, 11.0], [5.0, 20.0], [5.0, 21.0]]
+ROUND = bytes(range(16))
+COLUMNS = ("q", "c")
+LOOSE = AuditParams(k=2, min_permutation_distance=0, random_records=0, alpha=0.05)
+
+
+def _audit(params: AuditParams = LOOSE, *, conf: float = 11.0, group: int | None = 0,
+           sizes: tuple[int, ...] = (2, 2), rows: list[list[float]] = ROWS) -> SubjectAudit:
+    return audit_subject(rows, round_id=ROUND, columns=COLUMNS, group_ids=tuple(range(len(sizes))),
+                         group_sizes=sizes, qi=(1.2,), confidential=(conf,), group=group, params=params)
+
+
+def test_the_verdict_on_a_hand_checked_release() -> None:
+    # Ranks: q = 1, 1, 5, 5 (tie blocks [1, 2] and [3, 4]); c = 10, 11, 20, 21. Her x = (1.2, 11): q*
+    # is the block [1, 2], c* rank 2; row 2 = (1, 11) overlaps both: d = 0, and the windows at d = 0
+    # hold (1, 1) and (11): variances 0. No random records: p = (1 + 0) / (1 + 0) = 1.
+    verdict = _audit()
+    assert verdict == SubjectAudit(True, "ok", True, True, 0, 1.0, True, (0.0, 0.0))
+    assert set(verdict.to_dict()) == VERDICT_FIELDS
+    assert _audit(dataclasses.replace(LOOSE, k=3)).reason == "not_k_anonymous"
+    assert _audit(conf=20.0).reason == "not_included"  # in the release, not in her group
+    assert _audit(group=1).reason == "not_included"
+    assert _audit(group=None).reason == "not_included"
+    promise = _audit(dataclasses.replace(LOOSE, min_permutation_distance=1))
+    assert promise.reason == "distance_below_promise" and not promise.accept and promise.included
+    two_qi = [[1.0, 10.0], [2.0, 11.0], [5.0, 20.0], [5.0, 21.0]]
+    assert _audit(rows=two_qi).reason == "not_k_anonymous"  # group 0 has two QI vectors
+    assert _audit(sizes=(2, 1)).reason == "malformed_release"  # groups do not cover the rows
+    assert _audit(sizes=(2, 2), rows=[[1.0], [1.0], [5.0], [5.0]]).reason == "malformed_release"
+
+
+def test_the_p_value_counts_her_record_as_one_more_draw() -> None:
+    null = np.array([0, 0, 1, 2, 3], dtype=np.int64)
+    assert p_value(null, 0) == 3 / 6
+    assert p_value(null, -1) == 1 / 6  # never 0
+    assert p_value(null, 3) == 1.0
+    assert p_value(np.zeros(0, dtype=np.int64), 5) == 1.0
+
+
+def test_random_records_are_seeded_from_the_release_digest() -> None:
+    n_random = 50
+    params = dataclasses.replace(LOOSE, random_records=n_random, alpha=0.5)
+    verdict = _audit(params)
+    # Independent: the digest's encoding written out, numpy's PCG64 seeded with its first 8 bytes,
+    # and the reference distances of tests/audit/test_ranks.
+    encoded = b"coutil/release-digest/v1\x00" + struct.pack(">I", 16) + ROUND + struct.pack(">I", 2)
+    encoded += struct.pack(">I", 1) + b"q" + struct.pack(">I", 1) + b"c"
+    encoded += struct.pack(">I", 2) + struct.pack(">QQ", 2, 2) + struct.pack(">QQ", 4, 2)
+    encoded += struct.pack("<8d", *[v for row in ROWS for v in row])
+    digest = hashlib.sha256(encoded).digest()
+    assert release_digest(ROUND, COLUMNS, (2, 2), ROWS) == digest
+    assert digest.hex() == "a6fa10e2813d022f4b1ca02df81d46a7dca11cf1a117c1c72fbf9bc787dcda21"
+    release = np.asarray(ROWS)
+    picks = np.random.default_rng(int.from_bytes(digest[:8], "big")).integers(0, 4, size=(n_random, 2))
+    at_or_below = 0
+    for pick in picks:
+        lo, hi = ref_star(release, release[pick, [0, 1]])
+        at_or_below += ref_nearest(release, lo, hi)[0] <= 0
+    assert verdict.p_value == (1 + at_or_below) / (1 + n_random)
+    assert verdict.plausible is (verdict.p_value >= 0.5)
+    # A CSV does not keep the sign of zero: nor does the digest. Everything else changes it.
+    negative_zero = [[-0.0, 10.0], *ROWS[1:]]
+    zero = [[0.0, 10.0], *ROWS[1:]]
+    assert release_digest(ROUND, COLUMNS, (2, 2), negative_zero) == release_digest(ROUND, COLUMNS, (2, 2), zero)
+    assert release_digest(bytes(16), COLUMNS, (2, 2), ROWS) != digest
+    assert release_digest(ROUND, ("q", "d"), (2, 2), ROWS) != digest
+    assert release_digest(ROUND, COLUMNS, (1, 3), ROWS) != digest
+
+
+# ------------------------------------------------------------------- a round, then the CLI
+
+CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=300, alpha=0.1,
+                     min_permutation_distance=1)
+
+
+@pytest.fixture(scope="module")
+def round_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[RoundReport, Any, Path]:
+    data = synthetic_dataset(30, CONFIG, 5)
+    out = tmp_path_factory.mktemp("round")
+    report = run_memory_round(data, CONFIG, seed=5, keep_nodes=True, out_dir=out)
+    assert report.completed and report.bus is not None
+    return report, data, out
+
+
+def _cli_verdict(capsys: pytest.CaptureFixture[str], out: Path, record: Any, group: int,
+                 manifest: Path | None = None) -> dict[str, Any]:
+    values = ",".join(repr(float(v)) for v in record)
+    argv = ["audit", "--record-values", values, "--release", str(out / "release.csv"),
+            "--manifest", str(manifest or out / "manifest.json"), "--group", str(group), "--json"]
+    assert main(argv) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def _recorded(report: RoundReport, sid: str) -> tuple[SubjectAudit, int]:
+    assert report.bus is not None
+    node = report.bus.node(sid)
+    return node.audit, node._group  # type: ignore[attr-defined]
+
+
+def _assert_same(recorded: SubjectAudit, cli: dict[str, Any]) -> None:
+    assert set(cli) == VERDICT_FIELDS == {f.name for f in dataclasses.fields(SubjectAudit)}
+    for name in VERDICT_FIELDS:
+        mine = getattr(recorded, name)
+        assert cli[name] == (list(mine) if name == "variances" else mine), name
+
+
+def test_the_cli_reproduces_every_subjects_verdict_from_the_round_files(
+    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path]
+) -> None:
+    report, data, out = round_files
+    seen: set[tuple[str, bool]] = set()
+    for i, sid in enumerate(report.sids):
+        recorded, group = _recorded(report, sid)
+        cli = _cli_verdict(capsys, out, data.values[i], group)
+        _assert_same(recorded, cli["verdict"])
+        assert cli["audit_parameters"] == {"k": 3, "min_permutation_distance": 1, "random_records": 300,
+                                           "alpha": 0.1}
+        seen.add((recorded.reason, recorded.plausible))
+    # Both kinds of verdict were compared: accepted and plausible, complained and not plausible.
+    assert ("ok", True) in seen and any(not plausible for _, plausible in seen)
+
+
+def test_a_perturbed_seed_would_be_caught(
+    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    report, data, out = round_files
+    monkeypatch.setattr(shared, "seed_of", lambda digest: int.from_bytes(digest[:8], "big") + 1)
+    differ = 0
+    for i, sid in enumerate(report.sids[:10]):
+        recorded, group = _recorded(report, sid)
+        cli = _cli_verdict(capsys, out, data.values[i], group)["verdict"]
+        if cli["p_value"] != recorded.p_value:
+            differ += 1
+            with pytest.raises(AssertionError):
+                _assert_same(recorded, cli)
+    # Another sample of 300 random records can give the same count by chance (or p = 1 when every
+    # random record matches at her distance or closer), but not for most subjects.
+    assert differ >= 5
+
+
+def test_group_ids_and_release_digest_in_the_manifest(
+    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path], tmp_path: Path
+) -> None:
+    """What the round writer adds (`manifest_fields`): the CLI then needs no assumption on group
+    numbers, and refuses a release.csv that is not the manifest's release."""
+    report, data, out = round_files
+    release = codec.decode(report.collector._release_out.payload).message
+    assert isinstance(release, Release)
+    doc = json.loads((out / "manifest.json").read_text())
+    doc.update(manifest_fields(release.round_id, release.columns, release.group_ids, release.group_sizes,
+                               report.outcome.rows))
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(doc))
+    recorded, group = _recorded(report, report.sids[3])
+    values = ",".join(repr(float(v)) for v in data.values[3])
+    argv = ["audit", "--record-values", values, "--release", str(out / "release.csv"), "--manifest", str(manifest),
+            "--group", str(group), "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # no note about assumed group numbers
+    _assert_same(recorded, json.loads(captured.out)["verdict"])
+    doc["release_digest"] = "00" * 32
+    manifest.write_text(json.dumps(doc))
+    assert main(argv) == 2
+    assert "is not the release of" in capsys.readouterr().err
+    assert main([*argv[:-3], "--json"]) == 2  # a manifest without --group
+    assert "needs --group" in capsys.readouterr().err
