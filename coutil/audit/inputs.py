@@ -389,17 +389,23 @@ def load_round_manifest(path: Path) -> RoundManifest:
         raise InputError(f"{path}: not a round's manifest.json (no 'manifest' object)")
     params = doc["manifest"]
 
-    def text(key: str) -> str:
+    # Values are typed (k an int, qi a list: what coutil writes) or, in older manifests, text.
+    def names(key: str) -> tuple[str, ...]:
         value = params.get(key)
-        if not isinstance(value, str):
-            raise InputError(f"{path}: manifest has no {key!r}")
-        return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        if isinstance(value, str):
+            return tuple(n for n in value.split(",") if n)
+        raise InputError(f"{path}: manifest has no {key!r}")
 
     def number(key: str, kind: type[int] | type[float]) -> float:
+        value = params.get(key)
+        if value is None or isinstance(value, bool):
+            raise InputError(f"{path}: manifest has no {key!r}")
         try:
-            return kind(text(key))
-        except ValueError:
-            raise InputError(f"{path}: manifest {key!r} is not a number: {text(key)!r}") from None
+            return kind(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{path}: manifest {key!r} is not a number: {value!r}") from None
 
     def hex_bytes(key: str) -> bytes | None:
         value = doc.get(key)
@@ -422,11 +428,10 @@ def load_round_manifest(path: Path) -> RoundManifest:
     sizes = integers("group_sizes")
     if round_id is None or sizes is None:
         raise InputError(f"{path}: a round's manifest.json has round_id and group_sizes")
-    names = {key: tuple(n for n in text(key).split(",") if n) for key in ("qi", "confidential")}
     return RoundManifest(
         round_id=round_id,
-        qi=names["qi"],
-        confidential=names["confidential"],
+        qi=names("qi"),
+        confidential=names("confidential"),
         k=int(number("k", int)),
         min_permutation_distance=int(number("min_permutation_distance", int)),
         random_records=int(number("random_records", int)),

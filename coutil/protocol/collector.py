@@ -102,6 +102,8 @@ class RoundOutcome:
     registered: int
     round_id: str = ""
     rejections: dict[str, int] = field(default_factory=dict)
+    #: The label of each released group, in release order (beside ``group_sizes``).
+    group_ids: tuple[int, ...] = ()
 
 
 class CollectorNode:
@@ -146,6 +148,7 @@ class CollectorNode:
         self._release_out: Outgoing | None = None
         self._release_matrix: np.ndarray | None = None
         self._release_sizes: tuple[int, ...] = ()
+        self._release_ids: tuple[int, ...] = ()
         self._verdicts: dict[bytes, Verdict] = {}
         self._deadline: float | None = None
         self._reveal_opened = False
@@ -548,6 +551,7 @@ class CollectorNode:
         matrix = np.vstack(blocks) if blocks else np.zeros((0, len(self.config.columns)))
         self._release_matrix = matrix
         self._release_sizes = tuple(sizes)
+        self._release_ids = tuple(ids)
         release = Release(self.round_id, self.public_key, self.config.columns, tuple(ids), tuple(sizes),
                           matrix.astype("<f8").tobytes(), self._tree.root)
         self._release_out = Outgoing(topics.release(self.round_id), self._sign(release), retain=True)
@@ -636,6 +640,7 @@ class CollectorNode:
             registered=len(self._registrations),
             round_id=self.round_id.hex(),
             rejections=rejections,
+            group_ids=self._release_ids,
         )
 
 

@@ -151,6 +151,16 @@ class SubjectNode:
     def finished(self) -> bool:
         return self.state in (SubjectState.DONE, SubjectState.INCOMPATIBLE)
 
+    @property
+    def group(self) -> int | None:
+        """Her group's label once assigned (None before): what she needs to re-run her audit."""
+        return self._group
+
+    @property
+    def round_id(self) -> bytes | None:
+        """The round she joined (None before the announce)."""
+        return self._round_id
+
     def subscriptions(self) -> frozenset[str]:
         # Drivers ask after every call: recomputed only when what it depends on changed.
         key = (self.state, self._round_id, self._group, self._members)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from coutil.audit.subject import manifest_fields
 from coutil.protocol.collector import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
@@ -173,6 +174,10 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         "round_id": outcome.round_id,
         "manifest": typed_manifest(outcome.manifest.items()),
         "group_sizes": list(outcome.group_sizes),
+        # What `coutil audit --record-values --manifest` needs to re-run a subject's audit exactly:
+        # the released groups' labels and the digest the subject seeded her random records with.
+        **manifest_fields(bytes.fromhex(outcome.round_id), outcome.columns, outcome.group_ids,
+                          outcome.group_sizes, outcome.rows),
         # The release lists the groups one after the other, not the subjects' data order: compare it
         # with an original data set through a record mapping, never row by row.
         "row_order": "group",

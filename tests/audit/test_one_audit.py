@@ -16,10 +16,9 @@ import pytest
 import coutil.audit.subject as shared
 from coutil.audit.subject import AuditParams, SubjectAudit, audit_subject, manifest_fields, p_value, release_digest
 from coutil.cli import main
-from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.messages import Release
-from coutil.simulate import RoundReport, run_memory_round, synthetic_dataset
+from coutil.round.memory import MemoryRound, simulate_round
+from coutil.round.simulation import synthetic_dataset
 from tests.audit.test_ranks import ref_nearest, ref_star
 
 VERDICT_FIELDS = {"accept", "reason", "included", "k_anonymous", "permutation_distance", "variances", "p_value",
@@ -104,12 +103,12 @@ CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random
 
 
 @pytest.fixture(scope="module")
-def round_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[RoundReport, Any, Path]:
+def round_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryRound, Any, Path]:
     data = synthetic_dataset(30, CONFIG, 5)
     out = tmp_path_factory.mktemp("round")
-    report = run_memory_round(data, CONFIG, seed=5, keep_nodes=True, out_dir=out)
-    assert report.completed and report.bus is not None
-    return report, data, out
+    simulated = simulate_round(data, CONFIG, seed=5, out_dir=out)
+    assert simulated.report.completed
+    return simulated, data, out
 
 
 def _cli_verdict(capsys: pytest.CaptureFixture[str], out: Path, record: Any, group: int,
@@ -122,10 +121,10 @@ def _cli_verdict(capsys: pytest.CaptureFixture[str], out: Path, record: Any, gro
     return result
 
 
-def _recorded(report: RoundReport, sid: str) -> tuple[SubjectAudit, int]:
-    assert report.bus is not None
-    node = report.bus.node(sid)
-    return node.audit, node._group  # type: ignore[attr-defined]
+def _recorded(simulated: MemoryRound, row: int) -> tuple[SubjectAudit, int]:
+    node = simulated.subject(row)
+    assert node.audit is not None and node.group is not None
+    return node.audit, node.group
 
 
 def _assert_same(recorded: SubjectAudit, cli: dict[str, Any]) -> None:
@@ -136,12 +135,12 @@ def _assert_same(recorded: SubjectAudit, cli: dict[str, Any]) -> None:
 
 
 def test_the_cli_reproduces_every_subjects_verdict_from_the_round_files(
-    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path]
+    capsys: pytest.CaptureFixture[str], round_files: tuple[MemoryRound, Any, Path]
 ) -> None:
-    report, data, out = round_files
+    simulated, data, out = round_files
     seen: set[tuple[str, bool]] = set()
-    for i, sid in enumerate(report.sids):
-        recorded, group = _recorded(report, sid)
+    for i in range(data.n):
+        recorded, group = _recorded(simulated, i)
         cli = _cli_verdict(capsys, out, data.values[i], group)
         _assert_same(recorded, cli["verdict"])
         assert cli["audit_parameters"] == {"k": 3, "min_permutation_distance": 1, "random_records": 300,
@@ -152,14 +151,14 @@ def test_the_cli_reproduces_every_subjects_verdict_from_the_round_files(
 
 
 def test_a_perturbed_seed_would_be_caught(
-    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path],
+    capsys: pytest.CaptureFixture[str], round_files: tuple[MemoryRound, Any, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    report, data, out = round_files
+    simulated, data, out = round_files
     monkeypatch.setattr(shared, "seed_of", lambda digest: int.from_bytes(digest[:8], "big") + 1)
     differ = 0
-    for i, sid in enumerate(report.sids[:10]):
-        recorded, group = _recorded(report, sid)
+    for i in range(10):
+        recorded, group = _recorded(simulated, i)
         cli = _cli_verdict(capsys, out, data.values[i], group)["verdict"]
         if cli["p_value"] != recorded.p_value:
             differ += 1
@@ -171,19 +170,20 @@ def test_a_perturbed_seed_would_be_caught(
 
 
 def test_group_ids_and_release_digest_in_the_manifest(
-    capsys: pytest.CaptureFixture[str], round_files: tuple[RoundReport, Any, Path], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], round_files: tuple[MemoryRound, Any, Path], tmp_path: Path
 ) -> None:
     """What the round writer adds (`manifest_fields`): the CLI then needs no assumption on group
     numbers, and refuses a release.csv that is not the manifest's release."""
-    report, data, out = round_files
-    release = codec.decode(report.collector._release_out.payload).message
-    assert isinstance(release, Release)
+    simulated, data, out = round_files
+    outcome = simulated.report.outcome
     doc = json.loads((out / "manifest.json").read_text())
-    doc.update(manifest_fields(release.round_id, release.columns, release.group_ids, release.group_sizes,
-                               report.outcome.rows))
+    assert doc["group_ids"] == list(outcome.group_ids) and len(doc["group_ids"]) == len(outcome.group_sizes)
+    assert doc["release_digest"] == manifest_fields(bytes.fromhex(outcome.round_id), outcome.columns,
+                                                    outcome.group_ids, outcome.group_sizes,
+                                                    outcome.rows)["release_digest"]
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps(doc))
-    recorded, group = _recorded(report, report.sids[3])
+    recorded, group = _recorded(simulated, 3)
     values = ",".join(repr(float(v)) for v in data.values[3])
     argv = ["audit", "--record-values", values, "--release", str(out / "release.csv"), "--manifest", str(manifest),
             "--group", str(group), "--json"]
