@@ -44,12 +44,14 @@ def version_command() -> None:
 
 def _register_all() -> None:
     # Imported here so that `import coutil.cli` stays cheap and each family stays in its own module.
-    from coutil.cli import audit_commands, net_commands, protocol_commands, sdc_commands
+    from coutil.cli import audit_commands, dp_commands, net_commands, protocol_commands, sdc_commands
 
     sdc_commands.register(app)
     audit_commands.register(app)
     protocol_commands.register(app)
     net_commands.register(app)
+    dp_commands.register(app)
+    dp_commands.register_anonymize(sdc_commands.anonymize_app)
 
 
 _register_all()
