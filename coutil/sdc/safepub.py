@@ -196,6 +196,8 @@ def greedy_search(
 ) -> tuple[Levels, list[Levels], int]:
     """ARX's DataDependentEDDPAlgorithm walk, then one more draw among the visited pivots.
 
+    As in ARX, a predecessor joins the candidates unless it is one already, so a former pivot can come back.
+
     Returns the chosen scheme, the pivots visited (in order, the top first) and the number of draws made.
     """
     pivot = top
