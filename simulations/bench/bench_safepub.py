@@ -76,11 +76,11 @@ def _midpoint(label: str, low: float, high: float) -> float:
 
 def _accuracy(train_x: NDArray[np.float64], train_y: NDArray[np.bool_], test_x: NDArray[np.float64],
               test_y: NDArray[np.bool_]) -> float:
-    logistic, make_pipeline, scaler = _load_sklearn()
     if len(train_y) == 0 or train_y.all() or not train_y.any():
         # Nothing (or one class) released: the best a model can do is predict the released majority.
         constant = bool(train_y.mean() >= 0.5) if len(train_y) else False
         return float(np.mean(test_y == constant))
+    logistic, make_pipeline, scaler = _load_sklearn()
     model = make_pipeline(scaler(), logistic(max_iter=2000))
     model.fit(train_x, train_y)
     return float(np.mean(model.predict(test_x) == test_y))
