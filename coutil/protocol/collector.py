@@ -64,6 +64,7 @@ from coutil.protocol.node import Outgoing, RandomSource, Rejection
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap
 from coutil.protocol.states import CollectorState
+from coutil.sdc.generalization import classes_of
 from coutil.sdc.mdav import mdav
 
 __all__ = ["STATE_EDGES", "TRANSITIONS", "CollectorNode", "CollectorState", "RoundOutcome"]
@@ -189,7 +190,7 @@ class CollectorNode:
             qi_names=c.qi,
             confidential_names=c.confidential,
             k=c.k,
-            method="mdav",
+            method=c.grouping,
             register_deadline=(now if started_at is None else started_at) + c.register_window,
             step_timeout=c.step_timeout,
             audit_deadline_after_release=c.audit_window,
@@ -315,14 +316,13 @@ class CollectorNode:
         leaves = [merkle.roster_leaf(key, self._registrations[key].qi) for key in self._order]
         self._tree = merkle.MerkleTree(leaves)
         self._qi_matrix = np.array([self._registrations[key].qi for key in self._order], dtype=np.float64)
-        grouping = mdav(self._qi_matrix, self.config.k)
-        self._centroids = grouping.centroids
+        labels, self._centroids, n_groups = self._form_groups(self._qi_matrix)
         out: list[Outgoing] = []
-        roster = Roster(self.round_id, self.public_key, n, self._tree.root, grouping.n_groups)
+        roster = Roster(self.round_id, self.public_key, n, self._tree.root, n_groups)
         self._roster_out = Outgoing(topics.roster(self.round_id), self._sign(roster), retain=True)
         out.append(self._roster_out)
         members_of: dict[int, list[int]] = {}
-        for index, label in enumerate(grouping.groups.tolist()):
+        for index, label in enumerate(labels.tolist()):
             members_of.setdefault(int(label), []).append(index)
         for label, indices in members_of.items():
             keys = tuple(sorted(self._order[i] for i in indices))
@@ -331,9 +331,23 @@ class CollectorNode:
             for key in keys:
                 self._group_of[key] = label
         for key_index, key in enumerate(self._order):
-            out.extend(self._send_assign(key, key_index, now))
-        for group in self._groups.values():
-            out.extend(self._start_run(group, (), now))
+            if len(self._groups[self._group_of[key]].members) >= self.config.k:  # else suppressed (SafePub)
+                out.extend(self._send_assign(key, key_index, now))
+        for group in list(self._groups.values()):
+            if len(group.members) < self.config.k:
+                # SafePub: a class below k is suppressed, never merged. Its members get no assign (they
+                # refuse a group below k) but the closing notice, in their inbox, re-sent until the release.
+                members = group.members
+                closing = self._exclude(group, tuple((m, "suppressed_class") for m in members), now)
+                out.extend(closing)
+                for member in members:
+                    for message in closing:
+                        notice = Outgoing(topics.inbox(self.round_id, member), message.payload)
+                        # Re-sent until the release (a member who met it before her assign ignored it).
+                        self._resend.arm(("suppressed", member), notice, now)
+                        out.append(notice)
+            else:
+                out.extend(self._start_run(group, (), now))
         self._event(GroupsFormed(now, n, len(self._groups)))
         self._enter(CollectorState.SHARING)
         return out
@@ -350,9 +364,20 @@ class CollectorNode:
         self._resend.arm(("assign", key), out, now)
         return [out]
 
+    def _form_groups(self, qi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """(group label of every roster entry, released QI values of every group, number of groups).
+
+        MDAV: its groups and centroids, exactly as centralized MDAV. SafePub: the classes of the
+        announced bins, released with the bins' midpoints (data-independent, as the theorem requires)."""
+        if self.config.grouping == "safepub":
+            classes = classes_of(qi, self.config.safepub_bins)
+            return classes.labels, classes.midpoints, classes.n_classes
+        grouping = mdav(qi, self.config.k)
+        return grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), grouping.n_groups
+
     def _centroid_of(self, group: GroupState) -> np.ndarray:
         assert self._qi_matrix is not None
-        if group.original:
+        if group.original or self.config.grouping == "safepub":
             # Untouched MDAV group: use MDAV's own centroid so the release equals centralized MDAV exactly.
             return np.asarray(self._centroids[group.label], dtype=np.float64)
         return np.asarray(self._qi_matrix[list(group.indices)].mean(axis=0), dtype=np.float64)
@@ -496,15 +521,19 @@ class CollectorNode:
         group.set_members(remaining, self._index_of)
         if len(remaining) >= self.config.k:
             return self._start_run(group, culprits, now)
-        target = merge_target(group, self._groups.values(), self._centroid_of) if remaining else None
+        # SafePub suppresses a class below k instead of merging it (a merge would release its records
+        # under another class's generalization).
+        mergeable = remaining and self.config.grouping == "mdav"
+        target = merge_target(group, self._groups.values(), self._centroid_of) if mergeable else None
         if target is None:
-            # No group left whose records are still sealed: these members cannot be protected.
+            # No group left whose records are still sealed (or SafePub): these members cannot be protected.
+            reason = "below_k_no_partner" if self.config.grouping == "mdav" else "suppressed_class"
             for key in remaining:
-                self._excluded[key] = "below_k_no_partner"
+                self._excluded[key] = reason
             group.dissolve()
             self._track(group)
             self._event(GroupDissolved(now, group.label, len(remaining)))
-            return self._start_run_close(group, culprits + tuple((m, "below_k_no_partner") for m in remaining), now)
+            return self._start_run_close(group, culprits + tuple((m, reason) for m in remaining), now)
         moved = remaining
         target.set_members(tuple(sorted(target.members + moved)), self._index_of)
         group.dissolve()

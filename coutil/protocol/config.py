@@ -21,12 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError
+from coutil.sdc.generalization import Scheme, parse_scheme, scheme_text
 
 #: Hard caps that keep a single round within what one collector can hold.
 MAX_ATTRIBUTES = 64
 MAX_K = 1000
 #: Random records of a subject's plausibility test (a subject refuses a round asking for more).
 MAX_RANDOM_RECORDS = 10**7
+#: How a round may form its groups.
+GROUPINGS = ("mdav", "safepub")
+#: The fields of a SafePub round (absent from an MDAV round's manifest).
+GROUPING_FIELDS = frozenset({"grouping", "safepub_bins", "safepub_beta", "safepub_epsilon", "safepub_delta"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,17 @@ class RoundConfig:
     max_message_bytes: int = 64 * 2**20
     #: Close registration as soon as this many subjects registered (0: wait for the whole window).
     expected_subjects: int = 0
+    #: How groups are formed: "mdav" (microaggregation, the default) or "safepub" (the classes of the
+    #: fixed bins ``safepub_bins``, each subject taking part with probability ``safepub_beta``, classes
+    #: below k suppressed: (k, beta)-SDGS, labelled (epsilon, delta)-DP when every condition holds).
+    grouping: str = "mdav"
+    #: SafePub only: bin edges per QI, fixed before registration ({qi: [e0, e1, ...]}, or its JSON text).
+    safepub_bins: Scheme = ()
+    #: SafePub only: each subject's probability of taking part, drawn on her own device.
+    safepub_beta: float = 1.0
+    #: SafePub only: the (epsilon, delta) the round claims (checked against k and beta).
+    safepub_epsilon: float = 0.0
+    safepub_delta: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "qi", tuple(self.qi))
@@ -94,6 +110,27 @@ class RoundConfig:
             raise InputError("round config: expected_subjects must be a non-negative integer")
         if not isinstance(self.max_message_bytes, int) or not 2**16 <= self.max_message_bytes <= 2**30:
             raise InputError("round config: max_message_bytes must be in [65536, 2^30]")
+        self._check_grouping()
+
+    def _check_grouping(self) -> None:
+        if self.grouping not in GROUPINGS:
+            raise InputError(f"round config: grouping must be one of {', '.join(GROUPINGS)}, got {self.grouping!r}")
+        if self.grouping == "mdav":
+            if self.safepub_bins or self.safepub_beta != 1.0 or self.safepub_epsilon or self.safepub_delta:
+                raise InputError("round config: safepub_* keys need grouping = \"safepub\"")
+            return
+        object.__setattr__(self, "safepub_bins", parse_scheme(self.safepub_bins, self.qi, "round config: safepub_bins"))
+        beta, epsilon, delta = self.safepub_beta, self.safepub_epsilon, self.safepub_delta
+        for name, value in (("safepub_beta", beta), ("safepub_epsilon", epsilon), ("safepub_delta", delta)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise InputError(f"round config: {name} must be a number")
+        if not 0.0 < beta <= 1.0:
+            raise InputError("round config: safepub_beta must be in (0, 1]")
+        if epsilon < 0 or not 0.0 <= delta < 1.0:
+            raise InputError("round config: safepub_epsilon must be >= 0 and safepub_delta in [0, 1)")
+        object.__setattr__(self, "safepub_beta", float(beta))
+        object.__setattr__(self, "safepub_epsilon", float(epsilon))
+        object.__setattr__(self, "safepub_delta", float(delta))
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -144,10 +181,18 @@ class RoundConfig:
             raise InputError(f"{path}: {exc}") from None
 
     def manifest(self) -> tuple[tuple[str, str], ...]:
-        """The transparency manifest entries (Definition 4 of paper 002: all parameters, no seeds)."""
-        entries = [("method", "mdav"), ("protocol", "coutil/v1")]
+        """The transparency manifest entries (Definition 4 of paper 002: all parameters, no seeds).
+
+        The grouping keys appear only for a SafePub round: an MDAV round's manifest (and so its signed
+        announce) is the same as before they existed."""
+        entries = [("method", self.grouping), ("protocol", "coutil/v1")]
         for f in fields(self):
+            if f.name in GROUPING_FIELDS and self.grouping == "mdav":
+                continue
             value = getattr(self, f.name)
-            text = ",".join(value) if isinstance(value, tuple) else repr(value)
+            if f.name == "safepub_bins":
+                text = scheme_text(value)
+            else:
+                text = ",".join(value) if isinstance(value, tuple) else repr(value)
             entries.append((f.name, text))
         return tuple(entries)

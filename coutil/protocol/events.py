@@ -56,6 +56,14 @@ class SubjectStateChanged(Event):
 
 
 @dataclass(frozen=True)
+class SubjectSampledOut(Event):
+    """A SafePub round: her own draw (probability beta) said she does not take part; she sends nothing."""
+
+    KIND: ClassVar[str] = "sampled_out"
+    sid: str
+
+
+@dataclass(frozen=True)
 class SubjectIncompatible(Event):
     """The announced round does not fit her record or asks for an audit she will not run."""
 
@@ -145,6 +153,7 @@ class VerdictRecorded(Event):
 
 SubjectEvent: TypeAlias = (
     SubjectStateChanged
+    | SubjectSampledOut
     | SubjectIncompatible
     | RosterMissing
     | SubjectRegrouped

@@ -19,6 +19,8 @@ class SubjectState(enum.StrEnum):
     DONE = "done"
     EXCLUDED = "excluded"
     INCOMPATIBLE = "incompatible"
+    #: A SafePub round's own coin (probability beta, on her device) said she does not take part.
+    SAMPLED_OUT = "sampled_out"
 
 
 class CollectorState(enum.StrEnum):

@@ -26,6 +26,7 @@ from coutil.protocol.events import (
     SubjectIncompatible,
     SubjectRegrouped,
     SubjectRunStarted,
+    SubjectSampledOut,
     SubjectStateChanged,
     UnpeelableItem,
     VerdictRecorded,
@@ -63,15 +64,16 @@ __all__ = ["STATE_EDGES", "TRANSITIONS", "SubjectNode", "SubjectState"]
 
 #: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
 STATE_EDGES: dict[SubjectState, tuple[SubjectState, ...]] = {
-    SubjectState.AWAIT_ANNOUNCE: (SubjectState.REGISTERING, SubjectState.INCOMPATIBLE),
-    SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING),
-    SubjectState.REGISTERED: (SubjectState.SHARING,),
+    SubjectState.AWAIT_ANNOUNCE: (SubjectState.REGISTERING, SubjectState.INCOMPATIBLE, SubjectState.SAMPLED_OUT),
+    SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING, SubjectState.EXCLUDED),
+    SubjectState.REGISTERED: (SubjectState.SHARING, SubjectState.EXCLUDED),
     SubjectState.SHARING: (SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.EXCLUDED),
     SubjectState.AWAIT_RELEASE: (SubjectState.VERDICT_SENT,),
     SubjectState.VERDICT_SENT: (SubjectState.DONE,),
     SubjectState.EXCLUDED: (SubjectState.DONE,),
     SubjectState.DONE: (),
     SubjectState.INCOMPATIBLE: (),
+    SubjectState.SAMPLED_OUT: (),
 }
 
 
@@ -149,7 +151,7 @@ class SubjectNode:
     # ------------------------------------------------------------------ Node interface
     @property
     def finished(self) -> bool:
-        return self.state in (SubjectState.DONE, SubjectState.INCOMPATIBLE)
+        return self.state in (SubjectState.DONE, SubjectState.INCOMPATIBLE, SubjectState.SAMPLED_OUT)
 
     @property
     def group(self) -> int | None:
@@ -287,6 +289,11 @@ class SubjectNode:
             return []
         if now > params.register_deadline:
             raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)
+        if params.method == "safepub" and not self._sampled(params):
+            # Her own coin, never shown to anyone: the collector cannot tell her from a non-respondent.
+            self._set_state(SubjectState.SAMPLED_OUT)
+            self._event(SubjectSampledOut(now, self.sid))
+            return []
         self._round_id = message.round_id
         self._params = params
         self._resend.limit_interval(params.step_timeout / 4)
@@ -297,6 +304,15 @@ class SubjectNode:
         self._resend.arm("register", out, now)
         self._set_state(SubjectState.REGISTERING)
         return [out]
+
+    def _sampled(self, params: RoundParams) -> bool:
+        """A SafePub round's sampling: take part with the announced probability beta (drawn here)."""
+        try:
+            beta = float(dict(params.manifest).get("safepub_beta", "1.0"))
+        except ValueError:
+            beta = 0.0  # an announce she cannot read: she does not take part
+        scale = 2**53
+        return self._rng.below(scale) < beta * scale
 
     def _on_register_ack(self, message: RegisterAck, digest: bytes, now: float) -> list[Outgoing]:
         if message.subject != self.public_key or message.register_digest != self._register_digest:
@@ -360,6 +376,16 @@ class SubjectNode:
         return []
 
     # ------------------------------------------------------------------ shuffle
+    def _on_suppressed(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        """Before any group: a SafePub class below k is suppressed, and its members get no assign (they
+        would refuse a group below k) but this notice, naming them with reason ``suppressed_class``."""
+        if dict(message.excluded).get(self.public_key) != "suppressed_class" or self.public_key in message.members:
+            raise RemoteProtocolError("unexpected", "shuffle_start before her group", ignore=True)
+        self._resend.clear()
+        self._set_state(SubjectState.EXCLUDED)
+        self._event(SubjectExcluded(now, self.sid, "suppressed_class"))
+        return []
+
     def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
         assert self._round_id is not None
         if message.group != self._group:
@@ -633,8 +659,13 @@ TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]
         on(RegisterAck, SubjectNode._on_register_ack),
         on(Roster, SubjectNode._on_roster),
         on(Assign, SubjectNode._on_assign),
+        on(ShuffleStart, SubjectNode._on_suppressed),
     ),
-    SubjectState.REGISTERED: table(on(Roster, SubjectNode._on_roster), on(Assign, SubjectNode._on_assign)),
+    SubjectState.REGISTERED: table(
+        on(Roster, SubjectNode._on_roster),
+        on(Assign, SubjectNode._on_assign),
+        on(ShuffleStart, SubjectNode._on_suppressed),
+    ),
     SubjectState.SHARING: table(
         on(Roster, SubjectNode._on_roster),
         on(Assign, SubjectNode._on_assign),
@@ -653,4 +684,5 @@ TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]
     SubjectState.DONE: table(),
     SubjectState.EXCLUDED: table(on(Release, SubjectNode._on_release_excluded)),
     SubjectState.INCOMPATIBLE: table(),
+    SubjectState.SAMPLED_OUT: table(),
 }

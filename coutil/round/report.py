@@ -19,6 +19,7 @@ from coutil.protocol.collector import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.sdc.dataset import format_number, write_csv
+from coutil.sdc.dp import delta_for, epsilon_from_beta
 
 
 class TrafficCounters(Protocol):
@@ -146,6 +147,44 @@ VERDICT_FIELDS = {
 }
 
 
+def privacy_label(outcome: RoundOutcome) -> dict[str, object]:
+    """What the release may claim: (epsilon, delta)-differential privacy only for a SafePub round in which
+    every condition of the theorem (Li, Qardaji and Su's (k, beta)-SDGS, as SafePub uses it) held.
+
+    Conditions (protocol/SPEC.md, "Grouping"): the bins were fixed in the signed announce, before any
+    registration (a scheme that does not look at the data); each subject drew her own participation with
+    the announced beta; every class below k was suppressed, none merged; nobody was left out for any other
+    reason (a silent or excluded member changes which records are released in a way the theorem does not
+    cover); and beta and k give the claimed (epsilon, delta). An MDAV release is never labelled DP: MDAV
+    is data-dependent and is not covered by the theorem.
+    """
+    entries = dict(outcome.manifest)
+    if entries.get("method") != "safepub":
+        return {"mechanism": "MDAV microaggregation (k-anonymity)", "differential_privacy": False,
+                "why": "MDAV forms groups from the data themselves: no differential-privacy guarantee"}
+    k = int(entries["k"])
+    beta, epsilon, delta = (float(entries[key]) for key in ("safepub_beta", "safepub_epsilon", "safepub_delta"))
+    reasons = Counter(str(e["reason"]) for e in outcome.excluded)
+    conditions: dict[str, bool] = {
+        "scheme_fixed_in_the_announce": bool(entries.get("safepub_bins")),
+        "subjects_sample_themselves_with_beta": 0.0 < beta <= 1.0,
+        "classes_below_k_suppressed": all(size >= k for size in outcome.group_sizes),
+        "no_exclusion_but_suppression": set(reasons) <= {"suppressed_class"},
+        "round_completed": outcome.completed,
+    }
+    achieved: float | None = None
+    if epsilon > 0 and 0 < delta < 1 and beta < 1:
+        conditions["beta_within_epsilon"] = epsilon_from_beta(beta) <= epsilon * (1 + 1e-12)
+        achieved = delta_for(k, epsilon, beta) if conditions["beta_within_epsilon"] else None
+        conditions["k_gives_delta"] = achieved is not None and achieved < delta
+    else:
+        conditions["claimed_epsilon_and_delta"] = False
+    holds = all(conditions.values())
+    return {"mechanism": "SafePub: (k, beta)-SDGS with fixed bins", "differential_privacy": holds,
+            "epsilon": epsilon, "delta": delta, "delta_achieved": achieved, "beta": beta, "k": k,
+            "conditions": conditions, "suppressed": reasons.get("suppressed_class", 0)}
+
+
 def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
     """The signed manifest's text entries with the types of their `RoundConfig` fields (k an int, qi a
     list, ...); entries that are not config fields (method, protocol) stay text."""
@@ -157,6 +196,8 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
             out[key] = int(text)
         elif kind is float:
             out[key] = float(text)
+        elif key == "safepub_bins":
+            out[key] = json.loads(text)
         elif typing.get_origin(kind) is tuple:
             out[key] = [name for name in text.split(",") if name]
         else:
@@ -181,6 +222,7 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         # The release lists the groups one after the other, not the subjects' data order: compare it
         # with an original data set through a record mapping, never row by row.
         "row_order": "group",
+        "privacy": privacy_label(outcome),
     }, indent=2) + "\n")
     distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts if "permutation_distance" in v)
     present = {key for verdict in outcome.verdicts for key in verdict}

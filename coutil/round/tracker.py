@@ -25,10 +25,11 @@ PHASES: tuple[CollectorState, ...] = (CollectorState.REGISTRATION, CollectorStat
 PAST_PHASE: dict[CollectorState, frozenset[SubjectState]] = {
     CollectorState.REGISTRATION: frozenset({
         SubjectState.REGISTERED, SubjectState.SHARING, SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT,
-        SubjectState.DONE, SubjectState.EXCLUDED}),
+        SubjectState.DONE, SubjectState.EXCLUDED, SubjectState.SAMPLED_OUT}),
     CollectorState.SHARING: frozenset({
-        SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.DONE, SubjectState.EXCLUDED}),
-    CollectorState.AUDITING: frozenset({SubjectState.DONE, SubjectState.EXCLUDED}),
+        SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.DONE, SubjectState.EXCLUDED,
+        SubjectState.SAMPLED_OUT}),
+    CollectorState.AUDITING: frozenset({SubjectState.DONE, SubjectState.EXCLUDED, SubjectState.SAMPLED_OUT}),
 }
 
 #: Called with (phase, fraction of the subjects past it).

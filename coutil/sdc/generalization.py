@@ -1,0 +1,94 @@
+"""Generalization by fixed, data-independent bins: the classes of a SafePub protocol round.
+
+A scheme gives, for every quasi-identifier, the edges of its bins ``e_0 < e_1 < ... < e_m``: a value in
+``[e_i, e_{i+1})`` falls in bin ``i`` (the last bin is closed, ``[e_{m-1}, e_m]``); values outside
+``[e_0, e_m]`` are clipped to the first or last bin, so every record has a class. A record's class is its
+tuple of bin indices, and a class is released with the bins' midpoints as its QI values: they depend on
+the scheme alone, never on the data, as the SafePub theorem requires (a class centroid would not).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coutil.errors import InputError
+
+#: A scheme: (attribute, bin edges) in QI order.
+Scheme = tuple[tuple[str, tuple[float, ...]], ...]
+
+
+def parse_scheme(value: object, qi: Sequence[str], where: str = "safepub_bins") -> Scheme:
+    """A scheme from a mapping ``{qi: [edges...]}`` (TOML table) or its JSON text; every QI needs bins."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not JSON bins ({exc.msg})") from None
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: expected a table of bin edges per QI, e.g. {{age = [0, 30, 60, 120]}}")
+    missing = [name for name in qi if name not in value]
+    unknown = sorted(set(value) - set(qi))
+    if missing or unknown:
+        raise InputError(f"{where}: give bins for exactly the QIs ({', '.join(qi)})"
+                         + (f"; missing {', '.join(missing)}" if missing else "")
+                         + (f"; not a QI: {', '.join(unknown)}" if unknown else ""))
+    scheme = []
+    for name in qi:
+        edges = value[name]
+        if not isinstance(edges, (list, tuple)) or len(edges) < 2 or not all(
+                isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e) for e in edges):
+            raise InputError(f"{where}: {name} needs at least two finite bin edges")
+        floats = tuple(float(e) for e in edges)
+        if any(b <= a for a, b in itertools.pairwise(floats)):
+            raise InputError(f"{where}: the bin edges of {name} must increase")
+        scheme.append((str(name), floats))
+    return tuple(scheme)
+
+
+def scheme_text(scheme: Scheme) -> str:
+    """The scheme as canonical JSON (what the round's manifest carries)."""
+    return json.dumps({name: list(edges) for name, edges in scheme}, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The classes of some records under a scheme."""
+
+    #: Class label of every record (0 .. n_classes-1, in the order of their bin tuples).
+    labels: NDArray[np.int64]
+    #: Released QI values of each class: the midpoints of its bins.
+    midpoints: NDArray[np.float64]
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.midpoints.shape[0])
+
+    def sizes(self) -> NDArray[np.int64]:
+        return np.bincount(self.labels, minlength=self.n_classes).astype(np.int64)
+
+
+def bin_index(values: NDArray[np.float64], edges: Sequence[float]) -> NDArray[np.int64]:
+    """The bin of every value (clipped to the first and last bin)."""
+    inner = np.asarray(edges[1:-1], dtype=np.float64)
+    return np.searchsorted(inner, values, side="right").astype(np.int64)
+
+
+def classes_of(qi: NDArray[np.float64], scheme: Scheme) -> Classes:
+    """Every record's class under ``scheme`` (``qi``: one column per scheme attribute, in order)."""
+    values = np.asarray(qi, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] != len(scheme):
+        raise ValueError("one QI column per scheme attribute")
+    if values.shape[0] == 0:
+        return Classes(np.zeros(0, dtype=np.int64), np.zeros((0, len(scheme))))
+    bins = np.column_stack([bin_index(values[:, j], edges) for j, (_, edges) in enumerate(scheme)])
+    keys, labels = np.unique(bins, axis=0, return_inverse=True)
+    midpoints = np.array([[(scheme[j][1][b] + scheme[j][1][b + 1]) / 2 for j, b in enumerate(key)] for key in keys],
+                         dtype=np.float64)
+    return Classes(labels.reshape(-1).astype(np.int64), midpoints)
