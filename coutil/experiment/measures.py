@@ -30,7 +30,8 @@ from coutil.sdc.infoloss import correlation_mean_abs_difference, il1s, sse_sst_p
 FloatMatrix = NDArray[np.float64]
 IndexArray = NDArray[np.intp]
 
-#: The collector's best ordering strategy counts only when its hit rate beats chance at this level.
+#: The collector's best ordering strategy counts only when its hit rate beats chance at this level
+#: (family-wise: Bonferroni over the strategies tried).
 LINK_ALPHA = 0.01
 
 
@@ -142,7 +143,7 @@ def collector_risk(orders: dict[int, dict[str, list[int]]], block_of_subject: In
     submission, reveal, mixing order) and attributes the p-th released row of the group to the p-th
     member; a hit is a row holding exactly her shared values. The collector keeps its best strategy
     if its hits exceed chance (the sum over members of 1/g) with a one-sided binomial p-value below
-    `LINK_ALPHA`: then r_C is 1 for a hit and 0 otherwise. Otherwise it can do no better than a
+    `LINK_ALPHA` divided by the number of strategies tried: then r_C is 1 for a hit and 0 otherwise. Otherwise it can do no better than a
     uniform guess within her group: r_C = 1/g.
     """
     hits: dict[str, dict[int, float]] = {}
@@ -165,7 +166,7 @@ def collector_risk(orders: dict[int, dict[str, list[int]]], block_of_subject: In
     if members and best != "uniform_guess":
         p_value = float(stats.binomtest(best_hits, len(members), min(1.0, chance / len(members)),
                                         alternative="greater").pvalue)
-    if best != "uniform_guess" and p_value < LINK_ALPHA:
+    if best != "uniform_guess" and p_value < LINK_ALPHA / max(1, len(hits)):
         return CollectorLinking({i: hits[best].get(i, 0.0) for i in members}, best, best_hits, len(members),
                                 chance, p_value)
     return CollectorLinking(uniform, "uniform_guess", best_hits, len(members), chance, p_value)

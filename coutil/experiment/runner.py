@@ -13,6 +13,7 @@ cluster at ``scheduler`` (``tcp://HOST:8786``). Dask is the ``experiment`` extra
 from __future__ import annotations
 
 import importlib
+import logging
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def _execute(study: Study, cells: list[dict[str, Any]], workers: int,
         client = distributed.Client(scheduler)
     else:
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
         client = distributed.Client(cluster)
     try:
         futures = {client.submit(compute_cell, study, cell, pure=False): cell for cell in cells}
