@@ -143,8 +143,8 @@ def collector_risk(orders: dict[int, dict[str, list[int]]], block_of_subject: In
     submission, reveal, mixing order) and attributes the p-th released row of the group to the p-th
     member; a hit is a row holding exactly her shared values. The collector keeps its best strategy
     if its hits exceed chance (the sum over members of 1/g) with a one-sided binomial p-value below
-    `LINK_ALPHA` divided by the number of strategies tried: then r_C is 1 for a hit and 0 otherwise. Otherwise it can do no better than a
-    uniform guess within her group: r_C = 1/g.
+    `LINK_ALPHA` divided by the number of strategies tried: then r_C is 1 for a hit and 0 otherwise.
+    Otherwise it can do no better than a uniform guess within her group: r_C = 1/g.
     """
     hits: dict[str, dict[int, float]] = {}
     for block, by_strategy in orders.items():

@@ -13,8 +13,8 @@ cluster at ``scheduler`` (``tcp://HOST:8786``). Dask is the ``experiment`` extra
 from __future__ import annotations
 
 import importlib
-import logging
 import json
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from coutil.errors import InputError
 from coutil.experiment.measures import (
     collector_risk,
     collusion_risk,
@@ -16,7 +17,6 @@ from coutil.experiment.measures import (
     utility,
 )
 from coutil.experiment.strategies import subject_strategy
-from coutil.errors import InputError
 
 
 def test_utility_of_a_two_group_microaggregation_by_hand() -> None:
