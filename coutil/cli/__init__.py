@@ -64,7 +64,14 @@ def version_command(
 
 def _register_all() -> None:
     # Imported here so that `import coutil.cli` stays cheap and each family stays in its own module.
-    from coutil.cli import audit_commands, dp_commands, round_commands, sdc_commands, service_commands
+    from coutil.cli import (
+        audit_commands,
+        dp_commands,
+        experiment_commands,
+        round_commands,
+        sdc_commands,
+        service_commands,
+    )
 
     sdc_commands.register(app)
     audit_commands.register(app)
@@ -72,6 +79,7 @@ def _register_all() -> None:
     service_commands.register(app)
     dp_commands.register(app)
     dp_commands.register_anonymize(sdc_commands.anonymize_app)
+    experiment_commands.register(app)
 
 
 _register_all()

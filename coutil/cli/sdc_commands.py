@@ -460,6 +460,38 @@ def _percent(fraction: float) -> str:
     return f"{fraction:+.2%}" if abs(fraction) >= 5e-5 else "0.00%"
 
 
+def _refuse_group_order(masked: Path) -> None:
+    """A protocol release lists its rows in group order (manifest.json beside it says so): row i is not
+    record i, so a row-by-row comparison would print a meaningless figure."""
+    import json
+
+    manifest = masked.parent / "manifest.json"
+    try:
+        order = json.loads(manifest.read_text(encoding="utf-8")).get("row_order")
+    except (OSError, ValueError, AttributeError):
+        return
+    if order == "group":
+        raise InputError(f"{masked} is in group order ({manifest} says row_order = group), not row-aligned with "
+                         "the original: pass --mapping FILE (1-based release row of each original record)")
+
+
+def _info_loss_mapping(path: Path, n_original: int, n_masked: int) -> NDArray[np.intp]:
+    """The 0-based rows of Y for the records of X, from a file of 1-based rows (one per line)."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the mapping ({exc.strerror})") from None
+    if len(lines) != n_original:
+        raise InputError(f"{path}: {len(lines)} mapping rows for {n_original} original records")
+    try:
+        rows = np.array([int(line) for line in lines], dtype=np.intp) - 1
+    except ValueError:
+        raise InputError(f"{path}: a mapping row is not an integer (1-based rows of the masked file)") from None
+    if rows.min() < 0 or rows.max() >= n_masked:
+        raise InputError(f"{path}: mapping rows must be between 1 and {n_masked}")
+    return rows
+
+
 def info_loss_command(
     original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.", show_default=False)],
     masked: Annotated[
@@ -473,6 +505,11 @@ def info_loss_command(
     ] = None,
     ordinal: OrdinalOpt = None,
     json_output: JsonOpt = False,
+    mapping: Annotated[
+        Path | None,
+        typer.Option("--mapping", help="File of 1-based rows of Y, one per record of X in order (for a Y that "
+                     "is not row-aligned with X, e.g. a protocol release).", show_default=False),
+    ] = None,
 ) -> None:
     """Information loss of Y with respect to X: SSE/SST (%), IL1s, means, variances, correlations.
 
@@ -486,6 +523,10 @@ def info_loss_command(
     ordinal_map = parse_ordinal_spec(ordinal or [])
     x = _to_dataset(read_csv_table(original), column_names, ordinal_map)
     y = _to_dataset(read_csv_table(masked), list(x.names), ordinal_map)
+    if mapping is not None:
+        y = Dataset(y.names, y.values[_info_loss_mapping(mapping, x.n, y.n)], y.source, y.ordinal)
+    else:
+        _refuse_group_order(masked)
     if x.n != y.n:
         raise InputError(
             f"{original} has {x.n} records but {masked} has {y.n}: the rows must match one to one"

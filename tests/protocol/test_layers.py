@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("coutil.net",),
     ("coutil.round",),
     ("coutil.collector",),
+    ("coutil.experiment",),
     ("coutil.cli",),
     ("coutil.__main__",),
 )
