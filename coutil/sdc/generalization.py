@@ -26,6 +26,8 @@ Scheme = tuple[tuple[str, tuple[float, ...]], ...]
 
 def parse_scheme(value: object, qi: Sequence[str], where: str = "safepub_bins") -> Scheme:
     """A scheme from a mapping ``{qi: [edges...]}`` (TOML table) or its JSON text; every QI needs bins."""
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        value = dict(value)  # already a scheme (a config rebuilt with dataclasses.replace)
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else {}
