@@ -310,7 +310,7 @@ class _Host:
         """Tell the started nodes of ``connection`` that it is down or back up (on a change only)."""
         for hosted in connection.nodes:
             hook = transport_hook(hosted.node)
-            if hook is None or not hosted.started or hosted.transport_up == up:
+            if hook is None or not hosted.started or hosted.transport_up == up or hosted.node.finished:
                 continue
             hosted.transport_up = up
             self.call(hosted, functools.partial(hook, up))

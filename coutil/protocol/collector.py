@@ -606,7 +606,10 @@ class CollectorNode:
         """
         half = self.config.step_timeout / 2
         quiet = now - group.heard_at
-        if quiet < half or quiet >= self._outage_limit:
+        # The limit counts from the start of the outage under way, if any: a run started during it
+        # (after exclusions) does not restart the clock.
+        since = group.heard_at if self._outage_since is None else min(group.heard_at, self._outage_since)
+        if quiet < half or now - since >= self._outage_limit:
             return False
         mute = sum(1 for label in self._active if now - self._groups[label].heard_at >= half)
         if 2 * mute < len(self._active):
