@@ -11,7 +11,7 @@ rounds against a private mosquitto started here on a free loopback port with the
 --count N`` process joins (one multiplexed connection by default, ``--per-subject`` for one connection
 per subject). The service's JSON log lines are followed on its stderr; at each ``round_end`` the
 collector process is sampled: resident memory (VmRSS in /proc/<pid>/status), open file descriptors
-(/proc/<pid>/fd) and the database's size on disk (main file + WAL).
+(/proc/<pid>/fd) and the database's size (pages in use, WAL included; the files on disk too).
 
 Promises checked (printed as PASS/FAIL, exit status 1 on a failure): every round completes with every
 subject released and accepting; VmRSS after the last round within 10 % of VmRSS after round 2; as many
@@ -27,6 +27,7 @@ import itertools
 import json
 import os
 import platform
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -57,8 +58,13 @@ def _proc_sample(pid: int, db: Path) -> dict[str, int]:
         if line.startswith("VmRSS:"):
             rss_kb = int(line.split()[1])
     fds = len(os.listdir(f"/proc/{pid}/fd"))
-    size = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
-    return {"rss_kb": rss_kb, "open_fds": fds, "db_bytes": size}
+    on_disk = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+    # The logical size (pages in use, the WAL's included): the files grow in steps and the WAL is reused.
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    return {"rss_kb": rss_kb, "open_fds": fds, "db_bytes": (pages - free) * page_size, "db_files_bytes": on_disk}
 
 
 def run(rounds: int, subjects: int, per_subject: bool, register_window: float) -> dict[str, Any]:
