@@ -155,6 +155,9 @@ class PersistentCollector:
     def on_timer(self, now: float) -> list[Outgoing]:
         return self._step(self.node.on_timer(now), None, now)
 
+    def on_transport(self, up: bool, now: float) -> list[Outgoing]:
+        return self._step(self.node.on_transport(up, now), None, now)
+
     def drain_events(self) -> list[CollectorEvent]:
         events, self._events = self._events, []
         return events

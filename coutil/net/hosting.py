@@ -19,7 +19,10 @@ will trigger replies leave. A connection lost mid-window re-publishes the window
 (duplicates are harmless: delivery is confirmed end to end by the protocol).
 
 Connections reconnect with jittered exponential backoff and resubscribe from scratch (clean
-sessions: a restarted broker remembers nothing). A broker that never answers within
+sessions: a restarted broker remembers nothing). A node with ``on_transport``
+(`coutil.protocol.node.TransportAware`) is told when its connection is lost and when it is back
+(after resubscribing, so what it re-sends then is answered where it listens): a broker outage then
+suspends the collector's deadlines instead of costing the round its subjects. A broker that never answers within
 ``connect_timeout`` or refuses the credentials is a `NetworkError` (exit code 6), never a hang.
 """
 
@@ -55,7 +58,7 @@ from coutil.net.mqtt import (
 )
 from coutil.net.routing import SubscriptionIndex
 from coutil.protocol import topics
-from coutil.protocol.node import Node, Outgoing
+from coutil.protocol.node import Node, Outgoing, transport_hook
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +157,8 @@ class _HostedNode:
         self.synced_version = -1
         self.started = False
         self.timer_due: float | None = None
+        #: What the node was last told about its connection (nodes start believing it is up).
+        self.transport_up = True
         self.traffic = NodeTraffic()
         self.connection: _Connection | None = None
 
@@ -301,6 +306,15 @@ class _Host:
         connection.dirty.set()
         self.changed.set()
 
+    def tell_transport(self, connection: _Connection, up: bool) -> None:
+        """Tell the started nodes of ``connection`` that it is down or back up (on a change only)."""
+        for hosted in connection.nodes:
+            hook = transport_hook(hosted.node)
+            if hook is None or not hosted.started or hosted.transport_up == up or hosted.node.finished:
+                continue
+            hosted.transport_up = up
+            self.call(hosted, functools.partial(hook, up))
+
     async def timer_loop(self) -> None:
         """Fire every started node's timer when due (one task for all nodes, a heap of due times)."""
         while True:
@@ -363,6 +377,7 @@ class _Host:
                 logger.info("%s: connection lost (%s); reconnecting", connection.client_id, exc)
             finally:
                 connection.set_connected(False)
+                self.tell_transport(connection, False)
                 # aiomqtt waits for the broker to acknowledge the DISCONNECT without a time limit.
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(DISCONNECT_TIMEOUT):
@@ -387,6 +402,7 @@ class _Host:
     async def _session(self, connection: _Connection, client: aiomqtt.Client) -> None:
         connection.reset()
         await self._sync_subscriptions(connection, client)
+        self.tell_transport(connection, True)
         for hosted in connection.nodes:
             if not hosted.started:
                 hosted.started = True

@@ -12,7 +12,9 @@ delivery log. Each node has its own link latency to the broker (drawn once from 
 pair's delay is ``uplink(sender) + downlink(receiver) + jitter``; jitter reorders messages. Loss
 and duplication are drawn per delivery. Partitions cut a set of nodes off during ``[start, end)``
 and a vanish plan makes a node stop sending and receiving for good at a given time (a crash or a
-subject who walks away mid-shuffle).
+subject who walks away mid-shuffle). A partitioned node that has ``on_transport``
+(`coutil.protocol.node.TransportAware`) is told when its partition begins and ends, as the MQTT
+driver tells a node that its connection dropped and came back.
 
 Routing scales to 10^5 nodes: subscriptions live in a `coutil.net.routing.SubscriptionIndex`
 (exact topics in a dict; only the few wildcard filters, the collector's, matched one by one).
@@ -29,13 +31,13 @@ import numpy as np
 
 from coutil.net.routing import SubscriptionIndex, is_wildcard
 from coutil.protocol import topics
-from coutil.protocol.node import Event, Node, Outgoing
+from coutil.protocol.node import Event, Node, Outgoing, transport_hook
 
 #: Default safety cap on processed events in one `run_until` call.
 DEFAULT_MAX_EVENTS = 50_000_000
 
 # Heap entry kinds (ints: cheaper to compare than strings when times tie).
-_START, _DELIVER, _TIMER = 0, 1, 2
+_START, _DELIVER, _TIMER, _TRANSPORT = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,8 @@ class MemoryBus:
         self._subs: list[frozenset[str]] = []
         self._timer_at: list[float | None] = []
         self._vanish_at: list[float] = []
+        #: Partitions cutting each node now (its transport is down while any does).
+        self._cuts: list[int] = []
         self._routes: SubscriptionIndex[int] = SubscriptionIndex()
         self._retained: dict[str, tuple[int, bytes]] = {}
         self.traffic: dict[str, Traffic] = {}
@@ -171,7 +175,12 @@ class MemoryBus:
         self._timer_at.append(None)
         self._vanish_at.append(float(self.faults.vanish.get(node_id, math.inf)))
         self.traffic[node_id] = Traffic()
+        self._cuts.append(0)
         self._push(start_at, _START, index, None)
+        for part in self.faults.partitions:
+            if node_id in part.nodes and part.end > part.start:
+                self._push(part.start, _TRANSPORT, index, False)
+                self._push(part.end, _TRANSPORT, index, True)
 
     def vanish(self, node_id: str, at: float) -> None:
         """Make a node stop sending, receiving and firing timers from ``at`` on (if not earlier)."""
@@ -324,6 +333,15 @@ class MemoryBus:
                 receiver_id = self._ids[index]
                 self.deliveries.append(Delivery(self.now, sender_id, receiver_id, topic, len(payload)))
             self._after_call(index, node.receive(topic, payload, self.now))
+        elif kind == _TRANSPORT:
+            if self.now >= self._vanish_at[index]:
+                return False
+            was_down = self._cuts[index] > 0
+            self._cuts[index] += -1 if data else 1
+            hook = transport_hook(node)
+            if hook is None or was_down == (self._cuts[index] > 0):
+                return False
+            self._after_call(index, hook(self._cuts[index] == 0, self.now))
         else:
             # A timer entry is stale when the node has re-armed it since; vanished nodes are dead.
             if data != self._timer_at[index] or self.now >= self._vanish_at[index]:

@@ -31,6 +31,8 @@ from coutil.protocol.events import (
     GroupOpened,
     GroupsFormed,
     MemberExcluded,
+    OutageEnded,
+    OutageSuspected,
     PhaseChanged,
     RegistrationAccepted,
     ReleasePublished,
@@ -39,6 +41,7 @@ from coutil.protocol.events import (
     RoundDone,
     RunRelayed,
     RunStarted,
+    TransportChanged,
     VerdictAccepted,
 )
 from coutil.protocol.messages import (
@@ -67,7 +70,12 @@ from coutil.protocol.states import CollectorState
 from coutil.sdc.generalization import classes_of
 from coutil.sdc.mdav import mdav
 
-__all__ = ["STATE_EDGES", "TRANSITIONS", "CollectorNode", "CollectorState", "RoundOutcome"]
+__all__ = ["OUTAGE_LIMIT", "STATE_EDGES", "TRANSITIONS", "CollectorNode", "CollectorState", "RoundOutcome"]
+
+#: Seconds of silence the collector takes for a transport outage at most (protocol/SPEC.md, section 4,
+#: "Outages"): past this, the silent are excluded as if the transport were up. Not a round parameter
+#: (the announce and the vectors stay as they are); `CollectorNode(outage_limit=...)` overrides it.
+OUTAGE_LIMIT = 600.0
 
 #: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
 STATE_EDGES: dict[CollectorState, tuple[CollectorState, ...]] = {
@@ -119,6 +127,7 @@ class CollectorNode:
         round_id: bytes,
         limits: codec.Limits | None = None,
         decode_cache: codec.DecodeCache | None = None,
+        outage_limit: float = OUTAGE_LIMIT,
     ) -> None:
         if len(round_id) != 16:
             raise ValueError("round_id must be 16 bytes")
@@ -153,6 +162,8 @@ class CollectorNode:
         self._verdicts: dict[bytes, Verdict] = {}
         self._deadline: float | None = None
         self._reveal_opened = False
+        #: Each opened group's signed group_done (re-sent when a member re-sends her reveal).
+        self._done_out: dict[int, Outgoing] = {}
         # Indexes that keep every step O(log n) in the number of groups (a round has thousands):
         self._active: set[int] = set()  # groups whose records are still sealed
         self._unready: set[int] = set()  # active groups not yet all-go on their final batch
@@ -162,6 +173,14 @@ class CollectorNode:
         self._phase_times: dict[str, float] = {}
         self._announce_out: Outgoing | None = None
         self._now = 0.0
+        # Outages (see `on_transport` and `_outage_suspected`):
+        self._outage_limit = outage_limit
+        #: The driver's latest word on this node's own connection to the broker.
+        self._transport_up = True
+        #: When the last message of this round from any subject arrived (duplicates included).
+        self._heard_at: float | None = None
+        #: When the outage under way (signalled or suspected) began; None: none under way.
+        self._outage_since: float | None = None
 
     # ------------------------------------------------------------------ Node interface
     @property
@@ -178,6 +197,9 @@ class CollectorNode:
         return events
 
     def next_timer(self) -> float | None:
+        if not self._transport_up:
+            # Deadlines wait for the transport; only re-sends (queued by the driver) go on.
+            return self._resend.next_due()
         times = [t for t in (self._resend.next_due(), self._deadline, self._group_timers.next_time()) if t is not None]
         return min(times) if times else None
 
@@ -220,6 +242,8 @@ class CollectorNode:
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
             if self.state == CollectorState.CREATED:
                 raise RemoteProtocolError("early", "round not started", ignore=True)
+            # Any signed message of the round, even a duplicate, shows that the transport carries.
+            out = self._hear(now)
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -230,7 +254,7 @@ class CollectorNode:
             )
             if topic != expected:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
-            out = handler(self, message, decoded, now)
+            out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
         return out
@@ -238,12 +262,19 @@ class CollectorNode:
     def on_timer(self, now: float) -> list[Outgoing]:
         self._now = self._resend.now = now
         out = self._resend.due(now)
+        if not self._transport_up:
+            return out  # no deadline passes while the transport is down
         if self._deadline is not None and now >= self._deadline:
-            self._deadline = None
             if self.state == CollectorState.REGISTRATION:
+                self._deadline = None
                 out.extend(self._close_registration(now))
             elif self.state == CollectorState.AUDITING:
-                out.extend(self._finish(now))
+                if self._audit_outage(now):
+                    self._deadline = now + self.config.step_timeout / 2
+                else:
+                    out.extend(self._finish(now))
+            else:
+                self._deadline = None
         if self.state == CollectorState.SHARING:
             touched: list[GroupState] = []
             for label in self._group_timers.pop_due(now):
@@ -394,6 +425,7 @@ class CollectorNode:
         if excluded:
             out = (Outgoing(topics.group_control(self.round_id, group.label), payload), *out)
         group.data.relay.append(payload)
+        group.heard_at = max(group.heard_at, now)  # a new run is not mute before its members could answer
         self._track(group)
         self._resend.arm(("shuffle_start", group.label), out, now)
         self._event(RunStarted(now, group.label, group.run, len(group.members)))
@@ -404,6 +436,15 @@ class CollectorNode:
         group = self._groups.get(label) if label is not None else None
         if group is None:
             raise RemoteProtocolError("not_a_member", f"{message.TAG} from a subject in no group")
+        if group.active and message.sender in group.members:
+            if now - group.heard_at >= self.config.step_timeout / 2:
+                # The group was mute (its members cut off, perhaps the rest were not): back now,
+                # it gets a fresh step before anyone in it is taken for silent.
+                self._grant(group, now)
+            group.heard_at = now
+        if isinstance(message, Reveal) and group.opened and message.run == group.run \
+                and message.sender in group.members and group.label in self._done_out:
+            return self._answer_late_reveal(group, message.sender)
         group.observe(message, decoded.envelope, now, self.config.step_timeout)
         if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))
@@ -470,8 +511,18 @@ class CollectorNode:
         self._resend.cancel(("reveal_open", group.label))
         message = group.done_message(self.round_id, self.public_key)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
+        self._done_out[group.label] = out
         self._event(GroupOpened(now, group.label, group.run, len(records), group.undecryptable))
         return [out]
+
+    def _answer_late_reveal(self, group: GroupState, member: bytes) -> list[Outgoing]:
+        """A member of an opened group re-sends her reveal: its acknowledgement, ``group_done``, was
+        lost (an outage can lose anything). Re-send it, and the release to her inbox once there is
+        one (the retained release reached her as little as the group_done did)."""
+        out = [self._done_out[group.label]]
+        if self._release_out is not None:
+            out.append(Outgoing(topics.inbox(self.round_id, member), self._release_out.payload))
+        return out
 
     def _resolve_blame(self, group: GroupState, now: float) -> list[Outgoing]:
         result = group.blame(self.round_id)
@@ -493,7 +544,9 @@ class CollectorNode:
             # before the deadline, which then just moves on.
             group.next_relay = group.deadline
             return []
-        group.next_relay = now + self.config.retry_interval
+        # During an outage relays are of no use to anyone; a few keep going in case it is partial.
+        pause = self.config.step_timeout / 4 if group.suspended else self.config.retry_interval
+        group.next_relay = now + max(self.config.retry_interval, pause)
         self._event(RunRelayed(now, group.label, group.run, len(group.data.relay)))
         topic = topics.group_control(self.round_id, group.label)
         out = [Outgoing(topic, payload) for payload in group.data.relay]
@@ -510,7 +563,105 @@ class CollectorNode:
         if not silent:
             group.deadline = now + self.config.step_timeout
             return []
+        if self._outage_suspected(group, now):
+            group.deadline = now + self.config.step_timeout / 2
+            return []
         return self._exclude(group, tuple((m, "silent") for m in silent), now)
+
+    # ------------------------------------------------------------------ outages
+    def on_transport(self, up: bool, now: float) -> list[Outgoing]:
+        """The driver's word on this node's own connection to the broker (optional Node input).
+
+        Down: no deadline passes (registration, group steps, audit) until it is back up. Up: every
+        waiting deadline is moved to at least one step timeout from now (registration's also by the
+        time lost), the retained bulletins are published again (a broker restarted without
+        persistence lost them) and every pending re-send leaves at once.
+        """
+        self._now = self._resend.now = now
+        if up == self._transport_up:
+            return []
+        self._transport_up = up
+        self._event(TransportChanged(now, up))
+        if not up:
+            if self._outage_since is None:
+                self._outage_since = now
+            return []
+        out: list[Outgoing] = []
+        if self.state not in (CollectorState.CREATED, CollectorState.ABORTED):
+            out.extend(b for b in (self._roster_out, self._release_out) if b is not None)
+            self._resend.expedite(now)
+            out.extend(self._resend.due(now))
+        self._end_outage(now)
+        return out
+
+    def _hear(self, now: float) -> list[Outgoing]:
+        """A message of this round from a subject arrived: an outage under way is over."""
+        self._heard_at = now
+        if self._outage_since is not None and self._transport_up:
+            self._end_outage(now)
+        return []
+
+    def _end_outage(self, now: float) -> None:
+        """Give everyone a fresh step after an outage: nobody is excluded for the time it took."""
+        since = self._outage_since
+        if since is None:
+            return
+        self._outage_since = None
+        lasted = now - since
+        step = self.config.step_timeout
+        if self._deadline is not None:
+            if self.state == CollectorState.REGISTRATION:
+                self._deadline = max(self._deadline + lasted, now + step)
+            elif self.state == CollectorState.AUDITING:
+                self._deadline = max(self._deadline, now + step)
+        for label in list(self._active):
+            self._grant(self._groups[label], now)
+        self._event(OutageEnded(now, lasted))
+
+    def _grant(self, group: GroupState, now: float) -> None:
+        group.deadline = max(group.deadline, now + self.config.step_timeout)
+        group.next_relay = None
+        group.suspended = False
+        self._track(group)
+
+    def _outage_suspected(self, group: GroupState, now: float) -> bool:
+        """At the deadline of ``group``: is its silence a transport outage rather than silent members?
+
+        Live members of a stalled run always re-send something (at least every quarter step), so a
+        group from which nothing at all arrived for half a step is *mute*: all its members vanished,
+        or the transport does not carry. When at least half of the active groups are mute at once
+        (a broker outage: all of them), it is the transport, for up to `OUTAGE_LIMIT` seconds.
+        """
+        half = self.config.step_timeout / 2
+        quiet = now - group.heard_at
+        # The limit counts from the start of the outage under way, if any: a run started during it
+        # (after exclusions) does not restart the clock.
+        since = group.heard_at if self._outage_since is None else min(group.heard_at, self._outage_since)
+        if quiet < half or now - since >= self._outage_limit:
+            return False
+        mute = sum(1 for label in self._active if now - self._groups[label].heard_at >= half)
+        if 2 * mute < len(self._active):
+            return False
+        if self._outage_since is None and (self._heard_at is None or now - self._heard_at >= half):
+            # Nothing from anyone: the first message to arrive ends it for every group (`_hear`).
+            self._outage_since = self._heard_at if self._heard_at is not None else group.heard_at
+        if not group.suspended:
+            group.suspended = True
+            self._event(OutageSuspected(now, str(self.state), group.label, quiet))
+        return True
+
+    def _audit_outage(self, now: float) -> bool:
+        """At the audit deadline: verdicts are missing and no subject was heard for half a step."""
+        if not self._awaiting_verdicts:
+            return False
+        heard = self._heard_at if self._heard_at is not None else self._phase_started.get(CollectorState.AUDITING, now)
+        quiet = now - heard
+        if quiet < self.config.step_timeout / 2 or quiet >= self._outage_limit:
+            return False
+        if self._outage_since is None:
+            self._outage_since = heard
+            self._event(OutageSuspected(now, str(self.state), -1, quiet))
+        return True
 
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         for key, reason in culprits:

@@ -289,6 +289,38 @@ class VerdictAccepted(Event):
 
 
 @dataclass(frozen=True)
+class TransportChanged(Event):
+    """The driver reported the collector's own connection to the broker down or back up."""
+
+    KIND: ClassVar[str] = "transport"
+    up: bool
+
+
+@dataclass(frozen=True)
+class OutageSuspected(Event):
+    """A deadline passed while the subjects awaited were silent, and so were most others: taken for a
+    transport outage, the deadline was extended instead of excluding anyone (protocol/SPEC.md, section 4).
+    Reported once per group and outage."""
+
+    KIND: ClassVar[str] = "outage_suspected"
+    #: The phase whose deadline was extended ("sharing": group steps; "auditing": the audit window).
+    phase: str
+    #: The group whose step deadline was extended (-1: the audit window).
+    group: int
+    #: Seconds since the last message from any of the awaited subjects.
+    silent_for: float
+
+
+@dataclass(frozen=True)
+class OutageEnded(Event):
+    """Subjects are heard again after an outage (signalled or suspected): every waiting deadline was
+    moved to at least one step timeout from now."""
+
+    KIND: ClassVar[str] = "outage_ended"
+    lasted: float
+
+
+@dataclass(frozen=True)
 class RoundDone(Event):
     KIND: ClassVar[str] = "round_done"
     verdicts: int
@@ -310,5 +342,8 @@ CollectorEvent: TypeAlias = (
     | GroupMerged
     | ReleasePublished
     | VerdictAccepted
+    | TransportChanged
+    | OutageSuspected
+    | OutageEnded
     | RoundDone
 )

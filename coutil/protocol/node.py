@@ -4,7 +4,9 @@ A driver (the in-memory bus in `coutil.net.memory`, the MQTT driver in `coutil.n
 the clock and the transport. It calls `start`, `receive` and `on_timer` with ``now`` and publishes
 the returned `Outgoing` messages; it asks `subscriptions()` after every call and (un)subscribes to
 match; it calls `on_timer` when ``now >= next_timer()``; it drains `drain_events()` (typed
-events, `coutil.protocol.events`).
+events, `coutil.protocol.events`). A node that also has `TransportAware.on_transport` is told when
+its connection to the broker goes down and comes back (protocol/SPEC.md, section 4, "Outages"); a
+driver calls it only on a change, and only after `start`.
 """
 
 from __future__ import annotations
@@ -13,15 +15,25 @@ import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 # Re-exported: the event base class moved to coutil.protocol.events with the typed events.
 from coutil.protocol.events import Event
 
-__all__ = ["Event", "Node", "Outgoing", "RandomSource", "Rejection", "SeededRandom", "SystemRandom",
-           "shuffle_in_place"]
+__all__ = [
+    "Event",
+    "Node",
+    "Outgoing",
+    "RandomSource",
+    "Rejection",
+    "SeededRandom",
+    "SystemRandom",
+    "TransportAware",
+    "shuffle_in_place",
+    "transport_hook",
+]
 
 T = TypeVar("T")
 
@@ -129,3 +141,15 @@ class Node(Protocol):
 
     @property
     def finished(self) -> bool: ...
+
+
+class TransportAware(Protocol):
+    """Optional: a node that wants to know whether its own connection to the broker is up."""
+
+    def on_transport(self, up: bool, now: float) -> list[Outgoing]: ...
+
+
+def transport_hook(node: object) -> Callable[[bool, float], list[Outgoing]] | None:
+    """The node's `TransportAware.on_transport`, or None when it has none (drivers call it on a change)."""
+    hook = getattr(node, "on_transport", None)
+    return cast("Callable[[bool, float], list[Outgoing]]", hook) if callable(hook) else None

@@ -117,5 +117,15 @@ class Resender:
             self._timers.set(key, now + entry.interval)
         return out
 
+    def expedite(self, now: float) -> None:
+        """Make every pending message due at ``now``, its back-off restarted: the transport is back
+        after an outage, and whatever was sent into it may be lost (a restarted broker forgets)."""
+        interval = self.timeout
+        for key, entry in self._pending.items():
+            entry.interval = interval
+            # Not a round-trip sample when acknowledged later: the outage is not the network's delay.
+            entry.armed_at = float("inf")
+            self._timers.set(key, now)
+
     def next_due(self) -> float | None:
         return self._timers.next_time()

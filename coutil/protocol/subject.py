@@ -210,6 +210,19 @@ class SubjectNode:
             out.extend(self._send_fetch("release", now))
         return out
 
+    def on_transport(self, up: bool, now: float) -> list[Outgoing]:
+        """Her connection to the broker went down or came back (see `coutil.protocol.node.TransportAware`).
+
+        She has no deadline to suspend: she never gives up on her group or on the release, and keeps
+        re-sending. Back up, everything she is waiting on an answer for leaves at once (what she sent
+        into the outage may be lost: a restarted broker forgets), and so does a due release fetch.
+        """
+        self._now = self._resend.now = now
+        if not up:
+            return []
+        self._resend.expedite(now)
+        return self.on_timer(now)
+
     def drain_events(self) -> list[SubjectEvent]:
         events, self._events = self._events, []
         return events

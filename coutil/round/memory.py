@@ -10,11 +10,12 @@ runs on the real transport (`coutil.round.mqtt`, worker processes against a brok
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from coutil.net.memory import DEFAULT_MAX_EVENTS, MemoryBus, NetworkModel
+from coutil.net.memory import DEFAULT_MAX_EVENTS, BusFaults, MemoryBus, NetworkModel, Partition
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import SubjectStateChanged
@@ -22,7 +23,7 @@ from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.round.nodes import build_round_nodes
 from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
-from coutil.round.simulation import FaultPlan, vanish_time, vanishing_subjects
+from coutil.round.simulation import FaultPlan, Outage, vanish_time, vanishing_subjects
 from coutil.round.tracker import ProgressCallback, RoundTracker
 from coutil.sdc.dataset import Dataset
 
@@ -54,6 +55,8 @@ class SimulationOptions(TypedDict, total=False):
     network: NetworkModel | None
     #: Subjects who vanish (default: none).
     faults: FaultPlan | None
+    #: Transport outages (partitions of everyone, the subjects or the collector; default: none).
+    outages: Sequence[Outage]
     #: Write release.csv, manifest.json, audit.json, trace.jsonl and report.json here.
     out_dir: Path | None
     progress: ProgressCallback | None
@@ -90,9 +93,15 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     t0 = time.perf_counter()
     built = build_round_nodes(data, config, seed=seed)
     collector = built.collector
-    bus = MemoryBus(seed=seed, network=network, record_publications=record_publications, record_events=False)
-    bus.add_node(COLLECTOR_ID, collector)
     sids = built.node_ids
+    partitions = tuple(
+        Partition(frozenset(([COLLECTOR_ID] if o.who != "subjects" else []) + (sids if o.who != "collector" else [])),
+                  o.start, o.end)
+        for o in options.get("outages", ())
+    )
+    bus = MemoryBus(seed=seed, network=network, faults=BusFaults(partitions=partitions),
+                    record_publications=record_publications, record_events=False)
+    bus.add_node(COLLECTOR_ID, collector)
     for node_id, subject in zip(sids, built.subjects, strict=True):
         bus.add_node(node_id, subject)
     vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)

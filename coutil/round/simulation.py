@@ -42,6 +42,30 @@ class FaultPlan:
         return self.vanish_fraction > 0
 
 
+#: Who an `Outage` cuts off.
+OUTAGE_TARGETS = ("everyone", "subjects", "collector")
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A transport outage in a simulated round: ``who`` can neither send nor receive in ``[start, end)``.
+
+    ``"everyone"`` is a broker outage; ``"subjects"`` cuts every subject off while the collector's own
+    link stays up (it is not told: it must infer the outage from silence); ``"collector"`` cuts the
+    collector alone (it is told, as the MQTT driver tells it when its connection drops).
+    """
+
+    start: float
+    end: float
+    who: str = "everyone"
+
+    def __post_init__(self) -> None:
+        if self.who not in OUTAGE_TARGETS:
+            raise InputError(f"outage: who must be one of {', '.join(OUTAGE_TARGETS)}, got {self.who!r}")
+        if not (math.isfinite(self.start) and math.isfinite(self.end)) or self.end < self.start:
+            raise InputError("outage: expected finite start <= end (seconds of virtual time)")
+
+
 def vanishing_subjects(n: int, fraction: float, seed: int) -> list[int]:
     """The rows of the subjects who vanish (a function of the seed)."""
     rng = SeededRandom(seed).fork("faults")
