@@ -14,9 +14,11 @@ import sys
 import typer
 from typer.main import get_command
 
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup
 from coutil.errors import CoutilError, ExitCode
 
 app = typer.Typer(
+    cls=OneLineErrorsGroup,
     name="coutil",
     help="Co-utile collaborative anonymization: k-anonymity built peer to peer, audited by every subject.",
     no_args_is_help=True,
@@ -34,7 +36,7 @@ def root() -> None:
     """
 
 
-@app.command("version")
+@app.command("version", cls=OneLineErrorsCommand)
 def version_command() -> None:
     """Print the coutil version."""
     from coutil import __version__

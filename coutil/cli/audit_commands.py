@@ -46,7 +46,7 @@ from coutil.audit.inputs import (
     parse_record_values,
     renamed_ordinal,
 )
-from coutil.cli.common import emit_json, err_console, progress
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
 from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
@@ -684,6 +684,6 @@ def reverse_map_command(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the `coutil` app."""
-    app.command("audit")(audit_command)
-    app.command("attack")(attack_command)
-    app.command("reverse-map")(reverse_map_command)
+    app.command("audit", cls=OneLineErrorsCommand)(audit_command)
+    app.command("attack", cls=OneLineErrorsCommand)(attack_command)
+    app.command("reverse-map", cls=OneLineErrorsCommand)(reverse_map_command)

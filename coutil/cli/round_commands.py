@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from coutil.cli.common import emit_json, err_console, phase_progress, progress
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, phase_progress, progress
 from coutil.errors import ComplaintError, InputError, RoundIncompleteError
 from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 
@@ -184,7 +184,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as o
 def register(app: typer.Typer) -> None:
     """Add `run` and `simulate` to the `coutil` app."""
 
-    @app.command("run")
+    @app.command("run", cls=OneLineErrorsCommand)
     def run_command(
         data: DataOption = None,
         qi: Annotated[str | None, typer.Option("--qi", help="Quasi-identifier columns (comma-separated).",
@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
         run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
                           tuple(sets or ()))
 
-    @app.command("simulate")
+    @app.command("simulate", cls=OneLineErrorsCommand)
     def simulate_command(
         config: ConfigOption = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed of everything random in the run.")] = 1,

@@ -16,11 +16,11 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from coutil.cli.common import emit_json, err_console
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
 from coutil.errors import ExitCode, InputError
 
-collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
-subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
+collector_app = typer.Typer(help="The collector service.", no_args_is_help=True, cls=OneLineErrorsGroup)
+subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True, cls=OneLineErrorsGroup)
 
 BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt[s]://[user:pass@]host:port")]
 
@@ -37,7 +37,7 @@ def _parse_key(text: str | None) -> bytes | None:
     return key
 
 
-@collector_app.command("serve")
+@collector_app.command("serve", cls=OneLineErrorsCommand)
 def serve_command(
     broker: BrokerOption,
     db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
@@ -69,7 +69,7 @@ def serve_command(
     serve_rounds(address, db, spec.config, rounds=rounds)
 
 
-@collector_app.command("export")
+@collector_app.command("export", cls=OneLineErrorsCommand)
 def export_command(
     db: Annotated[Path, typer.Option("--db", help="The collector's SQLite database.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Release CSV to write.")],
@@ -125,7 +125,7 @@ def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:
     return "\n".join(parts)
 
 
-@subject_app.command("join")
+@subject_app.command("join", cls=OneLineErrorsCommand)
 def join_command(
     broker: BrokerOption,
     data: Annotated[Path, typer.Option("--data", help="CSV holding your record (a header row).")],
@@ -173,7 +173,7 @@ def join_command(
         raise typer.Exit(int(ExitCode.COMPLAINT))
 
 
-@subject_app.command("swarm")
+@subject_app.command("swarm", cls=OneLineErrorsCommand)
 def swarm_command(
     broker: BrokerOption,
     count: Annotated[int, typer.Option("--count", help="Subjects hosted by this process.")] = 100,
