@@ -9,13 +9,15 @@ function. `main` turns every user error into one line on stderr and a documented
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from types import FrameType
 
 import typer
 from typer.main import get_command
 
-from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup
-from coutil.errors import CoutilError, ExitCode
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, interrupting_signal, note_signal
+from coutil.errors import CoutilError, ExitCode, InterruptedRunError
 
 app = typer.Typer(
     cls=OneLineErrorsGroup,
@@ -57,20 +59,45 @@ def _register_all() -> None:
 _register_all()
 
 
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM interrupts a command exactly as Ctrl-C does (asyncio's runner, if one runs, cancels its
+    task; otherwise KeyboardInterrupt), so that the same clean-up runs; the exit code is then 143."""
+    note_signal("SIGTERM")
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _install_sigterm_handler() -> None:
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a test thread): leave signals alone
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the process exit code.
 
-    Usage errors are reported by typer itself (exit code 2); coutil's own errors print one line.
+    Usage errors and coutil's own errors print one line; SIGINT and SIGTERM print one line and exit
+    with 130 and 143 (`coutil.errors.InterruptedRunError`).
     """
     command = get_command(app)
+    _install_sigterm_handler()
     try:
         command.main(args=argv, prog_name="coutil", standalone_mode=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
-        print("coutil: interrupted", file=sys.stderr)
-        code = 130
+        exc_interrupted = InterruptedRunError(interrupting_signal())
+        print(f"coutil: {exc_interrupted}", file=sys.stderr)
+        code = int(exc_interrupted.exit_code)
+    except InterruptedRunError as exc:
+        print(f"coutil: {exc}", file=sys.stderr)
+        code = int(exc.exit_code)
     except CoutilError as exc:
         print(f"coutil: error: {exc}", file=sys.stderr)
         code = int(exc.exit_code)

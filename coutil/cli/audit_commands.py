@@ -48,6 +48,7 @@ from coutil.audit.inputs import (
 )
 from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
+from coutil.fileio import refuse_overwriting_inputs
 from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
 if TYPE_CHECKING:
@@ -109,6 +110,15 @@ ReleaseColumnsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Write the output even when it is one of the input files "
+                                        "(they are read whole first; the output is replaced atomically).")]
+
+
+def _mapping_file(spec: str | None) -> Path | None:
+    """The file of a --true-mapping given as a file (not 'identity' or 'column:NAME')."""
+    if spec is None or spec == "identity" or spec.startswith("column:"):
+        return None
+    return Path(spec)
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for tie-breaking and random records.")]
 OrdinalOpt = Annotated[
     list[str] | None,
@@ -487,9 +497,12 @@ def attack_command(
     ] = None,
     ordinal: OrdinalOpt = None,
     k: KOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Link X to the release: the maximum-knowledge intruder (default) or a classical attack."""
+    refuse_overwriting_inputs({"--plot": plot}, {"--original": original, "--release": release,
+                                                 "--true-mapping": _mapping_file(true_mapping)}, force=force)
     pair = _load(original, release, columns, release_columns, ordinal, k)
     x, y = pair.original, pair.release
     truth = None if true_mapping is None else load_mapping(true_mapping, "--true-mapping", pair, ("identity",))
@@ -654,6 +667,7 @@ def _print_attack(out: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- reverse-map
 
 
+
 def reverse_map_command(
     *,
     original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.")],
@@ -664,10 +678,12 @@ def reverse_map_command(
     seed: SeedOpt = 0,
     ordinal: OrdinalOpt = None,
     k: KOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
     from coutil.audit.permutation import reverse_map
 
+    refuse_overwriting_inputs({"--output": output}, {"--original": original, "--release": release}, force=force)
     pair = _load(original, release, columns, release_columns, ordinal, k, same_rows="reverse mapping")
     _announce(pair, k)
     x, y = pair.original, pair.release

@@ -84,6 +84,18 @@ def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None,
         )
 
 
+def _check_out(out: Path | None, inputs: dict[str, Path | None], force: bool) -> None:
+    """Before the round runs: ``--out`` can be replaced whole (it holds only a round's outputs) and
+    holds none of the inputs (unless ``--force``)."""
+    if out is None:
+        return
+    from coutil.fileio import check_replaceable_directory, refuse_overwriting_inputs
+    from coutil.round.report import ROUND_OUTPUT_NAMES
+
+    refuse_overwriting_inputs({"--out": out}, inputs, force=force, directories=("--out",))
+    check_replaceable_directory(out, ROUND_OUTPUT_NAMES)
+
+
 def run_round_command(
     data: Path | None,
     qi: str | None,
@@ -98,9 +110,11 @@ def run_round_command(
     as_json: bool,
     workers: int | None = None,
     sets: tuple[str, ...] = (),
+    force: bool = False,
 ) -> dict[str, Any]:
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
 
+    _check_out(out, {"--data": data, "--config": config_file}, force)
     spec = load_round_spec(config_file, sets=sets, qi=qi, confidential=confidential, k=k, data=data,
                            subjects=subjects)
     spec.require("coutil run", simulated_network=False)
@@ -145,10 +159,12 @@ def simulate(
     as_json: bool = False,
     show_progress: bool = True,
     sets: tuple[str, ...] = (),
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run the simulation described by ``config``; returns the summary (raises when incomplete)."""
     from coutil.round.memory import run_memory_round
 
+    _check_out(out, {"--data": data, "--config": config}, force)
     spec = load_round_spec(config, sets=sets, data=data, subjects=subjects)
     dataset = spec.data.load(spec.config, seed)
     with progress(show_progress and not as_json) as bars:
@@ -179,6 +195,8 @@ SubjectsOption = Annotated[int | None, typer.Option(
     "file asks for synthetic ones (default: the file's \\[data], else 200 of the shipped survey, all of "
     "--data).", show_default=False)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Write --out even when it holds an input file (--data, "
+                                           "--config); it is replaced whole once the round's outputs are complete.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -206,11 +224,16 @@ def register(app: typer.Typer) -> None:
                                                     "processes (0: in this process; default: two from "
                                                     f"{AUTO_WORKERS_FROM} subjects on with --broker, if the "
                                                     "machine has two cores or more).", show_default=False)] = None,
+        force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Run one whole round over MQTT: broker, collector and N subjects; write release and audit."""
+        """Run one whole round over MQTT: broker, collector and N subjects; write release and audit.
+
+        The outputs are written into a temporary directory beside --out which replaces --out whole when
+        they are complete; interrupted (Ctrl-C, SIGTERM), the command leaves --out untouched.
+        """
         run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
-                          tuple(sets or ()))
+                          tuple(sets or ()), force)
 
     @app.command("simulate", cls=OneLineErrorsCommand)
     def simulate_command(
@@ -221,7 +244,11 @@ def register(app: typer.Typer) -> None:
         data: DataOption = None,
         subjects: SubjectsOption = None,
         sets: SetOption = None,
+        force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Run one protocol round in memory: virtual time, real cryptography, seeded network faults."""
-        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()))
+        """Run one protocol round in memory: virtual time, real cryptography, seeded network faults.
+
+        Outputs as for `coutil run`: complete in --out, or (interrupted) --out untouched.
+        """
+        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), force=force)

@@ -75,11 +75,14 @@ def export_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Release CSV to write.")],
     round_hex: Annotated[str | None, typer.Option("--round", help="Round id (hex; default: the newest round "
                                                   "with a release).", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write --output even if it is the database.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was exported as JSON.")] = False,
 ) -> None:
     """Write a stored release as CSV (readable while the service runs: WAL)."""
     from coutil.collector.storage import CollectorStore
+    from coutil.fileio import refuse_overwriting_inputs
 
+    refuse_overwriting_inputs({"--output": output}, {"--db": db}, force=force)
     if not db.exists():
         raise InputError(f"{db}: no such database")
     with CollectorStore(db) as store:

@@ -1,7 +1,10 @@
 """What a round produced, whichever driver ran it: `RoundReport`, traffic statistics, output files.
 
 Outputs (`write_outputs`) never contain a confidential value outside ``release.csv``: the trace
-holds only event codes, counts and ids (see `coutil.protocol.events`).
+holds only event codes, counts and ids (see `coutil.protocol.events`). They are written into a
+temporary directory beside the output directory, which then replaces it whole (`coutil.fileio`):
+an interrupted write leaves the output directory untouched, a finished one holds nothing of an
+older run.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector import RoundOutcome
 from coutil.protocol.events import Event
 from coutil.sdc.dataset import format_number, write_csv
@@ -128,14 +132,27 @@ def count_rejections(nodes: Iterable[object]) -> Counter[str]:
     return counts
 
 
+#: The files of a round's output directory (`write_outputs`).
+ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json")
+
+
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
-    """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``.
+
+    All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
+    ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
+    files is refused (`InputError`) rather than replaced.
+    """
+    with staged_directory(out_dir, replaceable=ROUND_OUTPUT_NAMES) as staging:
+        _write_outputs(report, events, staging)
+
+
+def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
     outcome = report.outcome
     write_csv(out_dir / "release.csv", outcome.columns,
               ([format_number(float(v)) for v in row] for row in outcome.rows))
     manifest = dict(outcome.manifest)
-    (out_dir / "manifest.json").write_text(json.dumps(
+    write_text_atomic(out_dir / "manifest.json", json.dumps(
         {"round_id": outcome.round_id, "manifest": manifest, "group_sizes": list(outcome.group_sizes)},
         indent=2) + "\n")
     distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts)
@@ -146,8 +163,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         "reasons": dict(Counter(str(v["reason"]) for v in outcome.verdicts)),
         "permutation_distance_distribution": {str(d): c for d, c in sorted(distances.items())},
     }
-    (out_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
-    with (out_dir / "trace.jsonl").open("w") as trace:
+    write_text_atomic(out_dir / "audit.json", json.dumps(audit, indent=2) + "\n")
+    with atomic_write(out_dir / "trace.jsonl") as trace:
         for node_id, event in events:
             trace.write(json.dumps({"node": node_id, **event.as_dict()}, default=str) + "\n")
-    (out_dir / "report.json").write_text(json.dumps(report.summary(), indent=2) + "\n")
+    write_text_atomic(out_dir / "report.json", json.dumps(report.summary(), indent=2) + "\n")
