@@ -60,9 +60,8 @@ def test_a_failed_directory_leaves_the_old_one(tmp_path: Path) -> None:
         raise KeyboardInterrupt
     assert (out / "report.json").read_text() == "{}"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
-    with pytest.raises(InputError):
-        with staged_directory(out, replaceable=["release.csv"]):
-            pass
+    with pytest.raises(InputError), staged_directory(out, replaceable=["release.csv"]):
+        pass
 
 
 def _big_input(path: Path, rows: int) -> None:
