@@ -62,7 +62,7 @@ def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "u
         raise ValueError(f"atomic_write: mode {mode!r} (expected 'w' or 'wb')")
     target = Path(path)
     if target.is_dir():
-        raise InputError(f"{target}: is a directory, not a file to write")
+        raise InputError(f"{target}: cannot write: it is a directory")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temp_name = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=TEMP_SUFFIX, dir=target.parent)

@@ -60,22 +60,34 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
 
 
 def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None, *, every_subject: bool) -> None:
-    """Raise the error (exit code) the round's outcome calls for."""
+    """Raise the error (exit code) the round's outcome calls for.
+
+    Never a success for a round that did not complete, released nothing, or left out a live subject:
+    for `coutil run` (``every_subject``) every subject is live; for `coutil simulate` those the fault
+    plan makes vanish are not. A rejecting verdict is exit 5 (for `run`, so is a missing verdict).
+    """
+    where = f"; see {out}/" if out is not None else ""
     if not report.completed:
         raise RoundIncompleteError(
             f"the round did not complete (phase {summary['phase']}, stopped: {summary['stop_reason']})"
+            f"{where + 'report.json' if where else ''}"
         )
-    where = f"; see {out}/" if out is not None else ""
-    if every_subject and summary["released_rows"] != report.subjects:
+    if summary["released_rows"] == 0:
+        raise RoundIncompleteError(f"the round released nothing ({summary['registered']} registered)"
+                                   f"{where + 'report.json' if where else ''}")
+    live = report.subjects if every_subject else report.subjects - len(report.vanished)
+    if summary["released_rows"] < live:
         # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
         # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.
         excluded = ", ".join(f"{reason}: {count}" for reason, count in summary["excluded"].items())
+        vanished = "" if every_subject else f", {len(report.vanished)} vanished by the fault plan"
         raise RoundIncompleteError(
             f"the release holds {summary['released_rows']} of the {report.subjects} subjects "
-            f"({summary['registered']} registered{'; excluded ' + excluded if excluded else ''})"
+            f"({summary['registered']} registered{'; excluded ' + excluded if excluded else ''}{vanished})"
             f"{where + 'report.json' if where else ''}"
         )
-    if every_subject and (summary["accepted"] != summary["verdicts"] or summary["verdicts"] == 0):
+    missing_verdicts = every_subject and summary["verdicts"] == 0
+    if summary["accepted"] != summary["verdicts"] or missing_verdicts:
         reasons = Counter(str(v["reason"]) for v in report.outcome.verdicts if not v["accept"])
         raise ComplaintError(
             f"{summary['verdicts'] - summary['accepted']} subject(s) rejected the release "

@@ -17,7 +17,7 @@ import numpy as np
 import typer
 
 from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
-from coutil.errors import ExitCode, InputError
+from coutil.errors import ComplaintError, InputError, RoundIncompleteError
 
 collector_app = typer.Typer(help="The collector service.", no_args_is_help=True, cls=OneLineErrorsGroup)
 subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True, cls=OneLineErrorsGroup)
@@ -56,8 +56,14 @@ def serve_command(
     expected: Annotated[int | None, typer.Option("--expected", help="Close registration once this many "
                                                  "subjects registered.", show_default=False)] = None,
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds to run before exiting (0: forever).")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="At the end, print the rounds' outcomes as one JSON "
+                                          "object on stdout.")] = False,
 ) -> None:
-    """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
+    """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first.
+
+    Exit 0 only when every round it ran completed with a release; 4 when one aborted (too few
+    subjects, deadline) or released nothing; 5 when a subject rejected a release; 6 for the broker.
+    """
     from coutil.collector.serve import serve_rounds
     from coutil.net.mqtt import parse_broker_url
     from coutil.round.setup import load_round_spec
@@ -66,7 +72,19 @@ def serve_command(
     spec = load_round_spec(config, sets=tuple(sets or ()), qi=qi, confidential=confidential, k=k,
                            round_overrides={"register_window": register_window, "expected_subjects": expected})
     spec.require("coutil collector serve", simulated_network=False)
-    serve_rounds(address, db, spec.config, rounds=rounds)
+    if rounds < 0:
+        raise InputError(f"bad --rounds {rounds}: expected 0 (forever) or more")
+    served = serve_rounds(address, db, spec.config, rounds=rounds)
+    problems = [r.problem for r in served if r.problem is not None]
+    complaints = sum(r.verdicts - r.accepted for r in served if r.problem is None)
+    if as_json:
+        emit_json({"rounds": [r.as_dict() for r in served], "completed": sum(1 for r in served if r.problem is None),
+                   "problems": problems})
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RoundIncompleteError(problems[0] + more)
+    if complaints:
+        raise ComplaintError(f"{complaints} subject(s) rejected the release")
 
 
 @collector_app.command("export", cls=OneLineErrorsCommand)
@@ -139,8 +157,14 @@ def join_command(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
 ) -> None:
-    """Take one subject through the current round and print her audit verdict."""
-    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
+    """Take one subject through the current round and print her audit verdict.
+
+    Returns as soon as the round is over for her (verdict acknowledged, excluded, or the collector
+    ended the round); exit 4 without a verdict (excluded, the round aborted, the collector stopped
+    answering), 5 when she rejects the release.
+    """
+    from coutil.protocol.states import SubjectState
+    from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     announced = asyncio.run(fetch_announce(broker, timeout=min(timeout, 60.0),
@@ -153,12 +177,23 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())])
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
-    asyncio.run(host_subjects([node], broker, timeout=timeout))
+    watch = RoundWatch(announced)
+    asyncio.run(host_subjects([node], broker, timeout=timeout, watch=watch))
     audit = node.audit
+    problem: str | None = None
+    if audit is None:
+        if node.state in (SubjectState.EXCLUDED, SubjectState.DONE):
+            problem = f"you were excluded from round {announced.round_id.hex()}: your record is not in the release"
+        elif node.state == SubjectState.INCOMPATIBLE:
+            problem = f"round {announced.round_id.hex()} asks for what this coutil cannot do (incompatible)"
+        else:
+            problem = f"no verdict ({node.state}): {watch.describe()}"
     result = {
         "round": announced.round_id.hex(),
         "collector_key": announced.collector_key.hex(),
         "state": node.state,
+        "ended_by": watch.ended_by,
+        "problem": problem,
         "verdict": None if audit is None else {
             "accept": audit.accept, "reason": audit.reason, "included": audit.included,
             "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
@@ -170,10 +205,10 @@ def join_command(
         emit_json(result)
     else:
         print(_verdict_words(audit, announced.qi_names + announced.confidential_names))
-    if audit is None:
-        raise typer.Exit(int(ExitCode.ROUND_INCOMPLETE))
-    if not audit.accept:
-        raise typer.Exit(int(ExitCode.COMPLAINT))
+    if problem is not None:
+        raise RoundIncompleteError(problem)
+    if audit is not None and not audit.accept:
+        raise ComplaintError(f"you rejected the release of round {announced.round_id.hex()} ({audit.reason})")
 
 
 @subject_app.command("swarm", cls=OneLineErrorsCommand)
@@ -188,9 +223,14 @@ def swarm_command(
         "traffic; impossible behind a per-subject ACL, which needs one connection per subject).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
-    """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
+    """Host COUNT simulated subjects (records drawn at random from --data) through the current round.
+
+    Returns as soon as the round is over for every subject; exit 4 unless every one finished
+    (verdict acknowledged), 5 when one rejected the release.
+    """
+    from coutil.protocol.states import SubjectState
     from coutil.round.setup import default_data_path
-    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     if count < 1:
@@ -202,14 +242,28 @@ def swarm_command(
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
                                       for i in rows])
-    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout, shared_connection=shared_connection))
+    watch = RoundWatch(announced)
+    stats = asyncio.run(host_subjects(nodes, broker, timeout=timeout, shared_connection=shared_connection,
+                                      watch=watch))
     accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
-    summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted,
-               "finished": sum(1 for n in nodes if n.finished), "network": stats.as_dict()}
+    rejected = sum(1 for n in nodes if n.audit is not None and not n.audit.accept)
+    finished = sum(1 for n in nodes if n.finished)
+    excluded = sum(1 for n in nodes if n.audit is None and n.state in (SubjectState.EXCLUDED, SubjectState.DONE))
+    problem: str | None = None
+    if finished < count:
+        problem = (f"{finished}/{count} subjects finished ({excluded} excluded, "
+                   f"{count - finished - excluded} still waiting): {watch.describe()}")
+    summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted, "rejected": rejected,
+               "finished": finished, "excluded": excluded, "ended_by": watch.ended_by, "problem": problem,
+               "network": stats.as_dict()}
     if as_json:
         emit_json(summary)
     else:
-        err_console.print(f"{summary['finished']}/{count} subjects finished, {accepted} accepted the release")
+        err_console.print(f"{finished}/{count} subjects finished, {accepted} accepted the release")
+    if problem is not None:
+        raise RoundIncompleteError(problem)
+    if rejected:
+        raise ComplaintError(f"{rejected}/{count} subjects rejected the release of round {announced.round_id.hex()}")
 
 
 def register(app: typer.Typer) -> None:
