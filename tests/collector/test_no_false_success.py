@@ -30,7 +30,7 @@ def _finish(proc: subprocess.Popen[str], seconds: float) -> tuple[str, str]:
         return proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
+        _, err = proc.communicate()
         raise AssertionError(f"still running after {seconds} s: {err[-2000:]}") from None
 
 
