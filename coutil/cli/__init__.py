@@ -34,7 +34,8 @@ def root() -> None:
     """Co-utile collaborative anonymization: k-anonymity built peer to peer, audited by every subject.
 
     Exit codes: 0 ok; 1 internal error; 2 bad input or usage; 3 a privacy check failed;
-    4 round incomplete; 5 round completed with a complaint; 6 network or broker error.
+    4 round incomplete; 5 round completed with a complaint; 6 network or broker error;
+    130 interrupted (Ctrl-C); 143 stopped by SIGTERM. Outputs are written whole or not at all.
     """
 
 
