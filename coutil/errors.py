@@ -27,6 +27,10 @@ class ExitCode(IntEnum):
     COMPLAINT = 5
     #: The network or broker could not be reached / failed.
     NETWORK = 6
+    #: Interrupted by SIGINT (Ctrl-C): 128 + 2, as a shell reports it.
+    INTERRUPTED = 130
+    #: Stopped by SIGTERM: 128 + 15.
+    TERMINATED = 143
 
 
 class CoutilError(Exception):
@@ -80,6 +84,19 @@ class NetworkError(CoutilError):
     """The broker or network failed (exit code 6)."""
 
     exit_code = ExitCode.NETWORK
+
+
+class InterruptedRunError(CoutilError):
+    """The command was interrupted by SIGINT (Ctrl-C) or SIGTERM (exit code 130 or 143).
+
+    Raised in place of `KeyboardInterrupt` once every child process is stopped and no output is
+    left half written (see `coutil.fileio`).
+    """
+
+    def __init__(self, signal_name: str = "SIGINT") -> None:
+        super().__init__(f"interrupted ({signal_name}); outputs are written whole or not at all")
+        self.signal_name = signal_name
+        self.exit_code = ExitCode.TERMINATED if signal_name == "SIGTERM" else ExitCode.INTERRUPTED
 
 
 class RemoteProtocolError(Exception):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError
+from coutil.fileio import atomic_write
 
 
 def _pyplot() -> Any:
@@ -79,9 +80,10 @@ def plot_distance_distributions(
         axes.legend()
         figure.tight_layout()
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            figure.savefig(target)
-        except (OSError, ValueError) as exc:
+            # Atomic (`coutil.fileio`): the format comes from the target's suffix, not the temporary name.
+            with atomic_write(target, "wb") as handle:
+                figure.savefig(handle, format=target.suffix.lstrip(".").lower() or None)
+        except ValueError as exc:
             raise InputError(f"{target}: cannot write the figure ({exc})") from None
     finally:
         plt.close(figure)

@@ -9,15 +9,19 @@ function. `main` turns every user error into one line on stderr and a documented
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from types import FrameType
 from typing import Annotated
 
 import typer
 from typer.main import get_command
 
-from coutil.errors import CoutilError, ExitCode
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, interrupting_signal, note_signal
+from coutil.errors import CoutilError, ExitCode, InterruptedRunError
 
 app = typer.Typer(
+    cls=OneLineErrorsGroup,
     name="coutil",
     help="Co-utile collaborative anonymization: k-anonymity built peer to peer, audited by every subject.",
     no_args_is_help=True,
@@ -42,11 +46,12 @@ def root(
     """Co-utile collaborative anonymization: k-anonymity built peer to peer, audited by every subject.
 
     Exit codes: 0 ok; 1 internal error; 2 bad input or usage; 3 a privacy check failed;
-    4 round incomplete; 5 round completed with a complaint; 6 network or broker error.
+    4 round incomplete; 5 round completed with a complaint; 6 network or broker error;
+    130 interrupted (Ctrl-C); 143 stopped by SIGTERM. Outputs are written whole or not at all.
     """
 
 
-@app.command("version")
+@app.command("version", cls=OneLineErrorsCommand)
 def version_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print {\"version\": ...} as one JSON object.")] = False,
 ) -> None:
@@ -85,20 +90,45 @@ def _register_all() -> None:
 _register_all()
 
 
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM interrupts a command exactly as Ctrl-C does (asyncio's runner, if one runs, cancels its
+    task; otherwise KeyboardInterrupt), so that the same clean-up runs; the exit code is then 143."""
+    note_signal("SIGTERM")
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _install_sigterm_handler() -> None:
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a test thread): leave signals alone
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the process exit code.
 
-    Usage errors are reported by typer itself (exit code 2); coutil's own errors print one line.
+    Usage errors and coutil's own errors print one line; SIGINT and SIGTERM print one line and exit
+    with 130 and 143 (`coutil.errors.InterruptedRunError`).
     """
     command = get_command(app)
+    _install_sigterm_handler()
     try:
         command.main(args=argv, prog_name="coutil", standalone_mode=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
-        print("coutil: interrupted", file=sys.stderr)
-        code = 130
+        exc_interrupted = InterruptedRunError(interrupting_signal())
+        print(f"coutil: {exc_interrupted}", file=sys.stderr)
+        code = int(exc_interrupted.exit_code)
+    except InterruptedRunError as exc:
+        print(f"coutil: {exc}", file=sys.stderr)
+        code = int(exc.exit_code)
     except CoutilError as exc:
         print(f"coutil: error: {exc}", file=sys.stderr)
         code = int(exc.exit_code)

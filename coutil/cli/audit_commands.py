@@ -49,8 +49,9 @@ from coutil.audit.inputs import (
     parse_record_values,
     renamed_ordinal,
 )
-from coutil.cli.common import emit_json, err_console, progress
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
+from coutil.fileio import refuse_overwriting_inputs
 from coutil.protocol.config import MAX_RANDOM_RECORDS, RoundConfig
 from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
@@ -119,6 +120,15 @@ ReleaseColumnsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Write the output even when it is one of the input files "
+                                        "(they are read whole first; the output is replaced atomically).")]
+
+
+def _mapping_file(spec: str | None) -> Path | None:
+    """The file of a --true-mapping given as a file (not 'identity' or 'column:NAME')."""
+    if spec is None or spec == "identity" or spec.startswith("column:"):
+        return None
+    return Path(spec)
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for tie-breaking and random records.")]
 OrdinalOpt = Annotated[
     list[str] | None,
@@ -616,9 +626,12 @@ def attack_command(
     ] = None,
     ordinal: OrdinalOpt = None,
     k: KOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Link X to the release: the maximum-knowledge intruder (default) or a classical attack."""
+    refuse_overwriting_inputs({"--plot": plot}, {"--original": original, "--release": release,
+                                                 "--true-mapping": _mapping_file(true_mapping)}, force=force)
     pair = _load(original, release, columns, release_columns, ordinal, k)
     x, y = pair.original, pair.release
     truth = None if true_mapping is None else load_mapping(true_mapping, "--true-mapping", pair, ("identity",))
@@ -783,6 +796,7 @@ def _print_attack(out: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- reverse-map
 
 
+
 def reverse_map_command(
     *,
     original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.")],
@@ -793,10 +807,12 @@ def reverse_map_command(
     seed: SeedOpt = 0,
     ordinal: OrdinalOpt = None,
     k: KOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
     from coutil.audit.permutation import reverse_map
 
+    refuse_overwriting_inputs({"--output": output}, {"--original": original, "--release": release}, force=force)
     pair = _load(original, release, columns, release_columns, ordinal, k, same_rows="reverse mapping")
     _announce(pair, k)
     x, y = pair.original, pair.release
@@ -813,6 +829,6 @@ def reverse_map_command(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the `coutil` app."""
-    app.command("audit")(audit_command)
-    app.command("attack")(attack_command)
-    app.command("reverse-map")(reverse_map_command)
+    app.command("audit", cls=OneLineErrorsCommand)(audit_command)
+    app.command("attack", cls=OneLineErrorsCommand)(attack_command)
+    app.command("reverse-map", cls=OneLineErrorsCommand)(reverse_map_command)

@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from coutil.errors import InputError
+from coutil.errors import InputError, InterruptedRunError
 
 #: Human-facing output goes to stderr so that stdout carries only data (CSV, JSON). Piped or redirected
 #: (not a terminal), tables keep every column whole: no 80-column default that cuts values to "5546…".
@@ -73,7 +73,8 @@ def progress(enabled: bool = True) -> Iterator[Progress]:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
-        disable=not enabled,
+        # Off the terminal it would draw nothing but still print an empty line when it stops.
+        disable=not enabled or not err_console.is_terminal,
     )
     with prog:
         yield prog
@@ -116,6 +117,27 @@ class OneLineErrorsCommand(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return _parse_in_one_line(super().parse_args, ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        # Click turns KeyboardInterrupt into "Aborted!" (exit 1); coutil reports it as one line with the
+        # shell's code (130, or 143 for SIGTERM, which `coutil.cli.main` routes through SIGINT's handler).
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise InterruptedRunError(interrupting_signal()) from None
+
+
+#: Set by `coutil.cli.main`'s SIGTERM handler before it interrupts the command like SIGINT does.
+_signal_received: list[str] = []
+
+
+def interrupting_signal() -> str:
+    """The name of the signal that interrupted the command: SIGTERM if one arrived, else SIGINT."""
+    return "SIGTERM" if "SIGTERM" in _signal_received else "SIGINT"
+
+
+def note_signal(name: str) -> None:
+    _signal_received.append(name)
 
 
 class OneLineErrorsGroup(TyperGroup):

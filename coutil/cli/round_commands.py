@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from coutil.cli.common import emit_json, err_console, phase_progress, progress
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, phase_progress, progress
 from coutil.errors import ComplaintError, InputError, RoundIncompleteError
 from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 
@@ -58,28 +58,52 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
 
 
 def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None, *, every_subject: bool) -> None:
-    """Raise the error (exit code) the round's outcome calls for."""
+    """Raise the error (exit code) the round's outcome calls for.
+
+    Never a success for a round that did not complete, released nothing, or left out a live subject:
+    for `coutil run` (``every_subject``) every subject is live; for `coutil simulate` those the fault
+    plan makes vanish are not. A rejecting verdict is exit 5 (for `run`, so is a missing verdict).
+    """
+    where = f"; see {out}/" if out is not None else ""
     if not report.completed:
         raise RoundIncompleteError(
             f"the round did not complete (phase {summary['phase']}, stopped: {summary['stop_reason']})"
+            f"{where + 'report.json' if where else ''}"
         )
-    where = f"; see {out}/" if out is not None else ""
-    if every_subject and summary["released_rows"] != report.subjects:
+    if summary["released_rows"] == 0:
+        raise RoundIncompleteError(f"the round released nothing ({summary['registered']} registered)"
+                                   f"{where + 'report.json' if where else ''}")
+    live = report.subjects if every_subject else report.subjects - len(report.vanished)
+    if summary["released_rows"] < live:
         # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
         # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.
         excluded = ", ".join(f"{reason}: {count}" for reason, count in summary["excluded"].items())
+        vanished = "" if every_subject else f", {len(report.vanished)} vanished by the fault plan"
         raise RoundIncompleteError(
             f"the release holds {summary['released_rows']} of the {report.subjects} subjects "
-            f"({summary['registered']} registered{'; excluded ' + excluded if excluded else ''})"
+            f"({summary['registered']} registered{'; excluded ' + excluded if excluded else ''}{vanished})"
             f"{where + 'report.json' if where else ''}"
         )
-    if every_subject and (summary["accepted"] != summary["verdicts"] or summary["verdicts"] == 0):
+    missing_verdicts = every_subject and summary["verdicts"] == 0
+    if summary["accepted"] != summary["verdicts"] or missing_verdicts:
         reasons = Counter(str(v["reason"]) for v in report.outcome.verdicts if not v["accept"])
         raise ComplaintError(
             f"{summary['verdicts'] - summary['accepted']} subject(s) rejected the release "
             f"({', '.join(f'{r}: {c}' for r, c in reasons.items()) or 'no verdicts'})"
             f"{where + 'audit.json' if where else ''}"
         )
+
+
+def _check_out(out: Path | None, inputs: dict[str, Path | None], force: bool) -> None:
+    """Before the round runs: ``--out`` can be replaced whole (it holds only a round's outputs) and
+    holds none of the inputs (unless ``--force``)."""
+    if out is None:
+        return
+    from coutil.fileio import check_replaceable_directory, refuse_overwriting_inputs
+    from coutil.round.report import ROUND_OUTPUT_NAMES
+
+    refuse_overwriting_inputs({"--out": out}, inputs, force=force, directories=("--out",))
+    check_replaceable_directory(out, ROUND_OUTPUT_NAMES)
 
 
 def run_round_command(
@@ -96,6 +120,7 @@ def run_round_command(
     as_json: bool,
     workers: int | None = None,
     sets: tuple[str, ...] = (),
+    force: bool = False,
     allow_k1: bool = False,
     ca_file: Path | None = None,
 ) -> dict[str, Any]:
@@ -103,6 +128,7 @@ def run_round_command(
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
     from coutil.round.tracker import PHASES
 
+    _check_out(out, {"--data": data, "--config": config_file}, force)
     spec = load_round_spec(config_file, sets=sets, qi=qi, confidential=confidential, k=k, data=data,
                            subjects=subjects, allow_k1=allow_k1)
     # Shown and reported without its password (the URL may carry one).
@@ -150,12 +176,14 @@ def simulate(
     as_json: bool = False,
     show_progress: bool = True,
     sets: tuple[str, ...] = (),
+    force: bool = False,
     allow_k1: bool = False,
 ) -> dict[str, Any]:
     """Run the simulation described by ``config``; returns the summary (raises when incomplete)."""
     from coutil.round.memory import run_memory_round
     from coutil.round.tracker import PHASES
 
+    _check_out(out, {"--data": data, "--config": config}, force)
     spec = load_round_spec(config, sets=sets, data=data, subjects=subjects, allow_k1=allow_k1)
     dataset = spec.data.load(spec.config, seed)
     with progress(show_progress and not as_json) as bars:
@@ -188,12 +216,14 @@ SubjectsOption = Annotated[int | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")]
 AllowK1Option = Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (every record released unchanged: "
                                              "no anonymity), e.g. for a baseline.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Write --out even when it holds an input file (--data, "
+                                           "--config); it is replaced whole once the round's outputs are complete.")]
 
 
 def register(app: typer.Typer) -> None:
     """Add `run` and `simulate` to the `coutil` app."""
 
-    @app.command("run")
+    @app.command("run", cls=OneLineErrorsCommand)
     def run_command(
         data: DataOption = None,
         qi: Annotated[str | None, typer.Option("--qi", help="Quasi-identifier columns (comma-separated).",
@@ -218,13 +248,18 @@ def register(app: typer.Typer) -> None:
         ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate (PEM) of the broker's TLS "
                                                      "certificate, for mqtts://.", show_default=False)] = None,
         allow_k1: AllowK1Option = False,
+        force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Run one whole round over MQTT: broker, collector and N subjects; write release and audit."""
-        run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
-                          tuple(sets or ()), allow_k1, ca_file)
+        """Run one whole round over MQTT: broker, collector and N subjects; write release and audit.
 
-    @app.command("simulate")
+        The outputs are written into a temporary directory beside --out which replaces --out whole when
+        they are complete; interrupted (Ctrl-C, SIGTERM), the command leaves --out untouched.
+        """
+        run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
+                          tuple(sets or ()), force, allow_k1, ca_file)
+
+    @app.command("simulate", cls=OneLineErrorsCommand)
     def simulate_command(
         config: ConfigOption = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed of everything random in the run.")] = 1,
@@ -234,7 +269,11 @@ def register(app: typer.Typer) -> None:
         subjects: SubjectsOption = None,
         sets: SetOption = None,
         allow_k1: AllowK1Option = False,
+        force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Run one protocol round in memory: virtual time, real cryptography, seeded network faults."""
-        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), allow_k1=allow_k1)
+        """Run one protocol round in memory: virtual time, real cryptography, seeded network faults.
+
+        Outputs as for `coutil run`: complete in --out, or (interrupted) --out untouched.
+        """
+        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), force=force, allow_k1=allow_k1)

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, DataFileError, InputError
+from coutil.fileio import refuse_overwriting_inputs
 from coutil.sdc.dataset import (
     MISSING_TOKENS,
     CsvTable,
@@ -106,6 +107,8 @@ DecimalsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the machine interface).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Write --output even when it is the input file (the "
+                                        "input is read whole first; the output is replaced atomically).")]
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -128,7 +131,9 @@ def _to_dataset(
         raise DataFileError(exc.path, f"{exc.problem} ({hint})", line=exc.line, column=exc.column) from None
 
 
-def _load_input(path: Path, columns: str | None, ordinal: list[str] | None) -> tuple[CsvTable, Dataset]:
+def _load_input(path: Path, columns: str | None, ordinal: list[str] | None, output: Path,
+                force: bool) -> tuple[CsvTable, Dataset]:
+    refuse_overwriting_inputs({"--output": output}, {"INPUT": path}, force=force)
     column_names = parse_columns(columns)
     ordinal_map = parse_ordinal_spec(ordinal or [])
     table = read_csv_table(path)
@@ -243,6 +248,7 @@ def mdav_command(
         ),
     ] = None,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """MDAV microaggregation: replace each record by its group's centroid (k-anonymous on the columns).
@@ -258,7 +264,7 @@ def mdav_command(
     if block_size is not None and block_size < 2 * k:
         raise InputError(f"bad --block-size {block_size}: expected at least 2k = {2 * k}")
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     if data.n < k:
         raise InputError(f"{input_csv}: {data.n} records, fewer than k = {k}")
     with progress(enabled=_show_progress(json_output)) as bar:
@@ -291,6 +297,7 @@ def rankswap_command(
     ordinal: OrdinalOpt = None,
     seed: SeedOpt = 0,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Rank swapping (mu-Argus semantics): swap each value with a random unswapped one within p% of ranks.
@@ -302,7 +309,7 @@ def rankswap_command(
     _check_parameter("--p", p, 0.0, 100.0)
     _check_seed(seed)
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     window = rank_swap_window(data.n, p)
     if window < 1 and not json_output:
         # mu-Argus semantics: a window of p*n/100 < 1 rank leaves every value in place.
@@ -328,6 +335,7 @@ def noise_command(
     ordinal: OrdinalOpt = None,
     seed: SeedOpt = 0,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Uncorrelated additive noise: y = x + e, e ~ N(0, a * var_j) for each attribute j."""
@@ -336,7 +344,7 @@ def noise_command(
     _check_parameter("--a", a, 0.0)
     _check_seed(seed)
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     masked = additive_noise(data.values, a, seed)
     _finish(table, data, output, "noise", {"a": a, "seed": seed}, masked, decimals, json_output)
 
@@ -352,6 +360,7 @@ def mult_noise_command(
     ordinal: OrdinalOpt = None,
     seed: SeedOpt = 0,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Multiplicative noise: y = x * u, u ~ U(1 - a, 1 + a) drawn for every cell."""
@@ -360,7 +369,7 @@ def mult_noise_command(
     _check_parameter("--a", a, 0.0, 1.0)
     _check_seed(seed)
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     masked = multiplicative_noise(data.values, a, seed)
     _finish(table, data, output, "mult-noise", {"a": a, "seed": seed}, masked, decimals, json_output)
 
@@ -373,6 +382,7 @@ def synthetic_command(
     ordinal: OrdinalOpt = None,
     seed: SeedOpt = 0,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Synthetic data: the columns are redrawn from a multivariate normal fitted to them (mean, covariance).
@@ -384,7 +394,7 @@ def synthetic_command(
 
     _check_seed(seed)
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     masked = synthetic_normal(data.values, seed)
     _finish(table, data, output, "synthetic", {"seed": seed}, masked, decimals, json_output)
 
@@ -411,6 +421,7 @@ def local_command(
     ordinal: OrdinalOpt = None,
     seed: SeedOpt = 0,
     decimals: DecimalsOpt = None,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Local anonymization: each subject adds noise N(0, a*s_j^2) to her own record, seeing no one else's.
@@ -424,7 +435,7 @@ def local_command(
     _check_parameter("--a", a, 0.0)
     _check_seed(seed)
     _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
     if scales is None:
         scale_values = [float(s) for s in data.values.std(axis=0)]
         scale_source = ALL_RECORDS_SCALES

@@ -16,11 +16,11 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from coutil.cli.common import emit_json, err_console
-from coutil.errors import ExitCode, InputError
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
+from coutil.errors import ComplaintError, InputError, RoundIncompleteError
 
-collector_app = typer.Typer(help="The collector service.", no_args_is_help=True)
-subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True)
+collector_app = typer.Typer(help="The collector service.", no_args_is_help=True, cls=OneLineErrorsGroup)
+subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True, cls=OneLineErrorsGroup)
 
 BrokerOption = Annotated[str, typer.Option("--broker", help="mqtt\\[s]://\\[user:pass@]host:port")]
 CaFileOption = Annotated[Path | None, typer.Option("--ca-file", help="CA certificate (PEM) that signed the broker's "
@@ -46,7 +46,7 @@ def _parse_key(text: str | None) -> bytes | None:
     return key
 
 
-@collector_app.command("serve")
+@collector_app.command("serve", cls=OneLineErrorsCommand)
 def serve_command(
     broker: BrokerOption,
     db: Annotated[Path, typer.Option("--db", help="SQLite database (created if missing; WAL mode).")],
@@ -70,8 +70,14 @@ def serve_command(
     allow_k1: Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (no anonymity).")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Least level logged (JSON lines on stderr): "
                                            "debug, info, warning or error.")] = "info",
+    as_json: Annotated[bool, typer.Option("--json", help="At the end, print the rounds' outcomes as one JSON "
+                                          "object on stdout.")] = False,
 ) -> None:
-    """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first."""
+    """Run rounds over BROKER; every acknowledged registration and verdict is committed to --db first.
+
+    Exit 0 only when every round it ran completed with a release; 4 when one aborted (too few
+    subjects, deadline) or released nothing; 5 when a subject rejected a release; 6 for the broker.
+    """
     from coutil.collector.logs import configure
     from coutil.collector.serve import serve_rounds
     from coutil.round.setup import load_round_spec
@@ -82,7 +88,19 @@ def serve_command(
                            round_overrides={"register_window": register_window, "expected_subjects": expected},
                            allow_k1=allow_k1)
     spec.require("coutil collector serve", simulated_network=False)
-    serve_rounds(address, db, spec.config, rounds=rounds)
+    if rounds < 0:
+        raise InputError(f"bad --rounds {rounds}: expected 0 (forever) or more")
+    served = serve_rounds(address, db, spec.config, rounds=rounds)
+    problems = [r.problem for r in served if r.problem is not None]
+    complaints = sum(r.verdicts - r.accepted for r in served if r.problem is None)
+    if as_json:
+        emit_json({"rounds": [r.as_dict() for r in served], "completed": sum(1 for r in served if r.problem is None),
+                   "problems": problems})
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RoundIncompleteError(problems[0] + more)
+    if complaints:
+        raise ComplaintError(f"{complaints} subject(s) rejected the release")
 
 
 DbOption = Annotated[Path, typer.Option("--db", help="The collector's SQLite database (readable while the "
@@ -173,16 +191,20 @@ def export_command(
     with_registrations: Annotated[bool, typer.Option("--with-registrations", help="Put the registrations (every "
                                                      "subject's exact QIs) in the transcript too: only for an "
                                                      "auditor entrusted with them.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Write an output even if it is the database.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was exported as JSON.")] = False,
 ) -> None:
     """Export a stored round: its release (CSV), verdicts, manifest and transcript (readable while the service runs)."""
     import json
 
     from coutil.collector.operations import export_transcript, find_round, verdict_summary
+    from coutil.fileio import refuse_overwriting_inputs, write_text_atomic
 
-    if output is None and verdicts is None and manifest is None and transcript is None:
+    outputs = {"--output": output, "--verdicts": verdicts, "--manifest": manifest, "--transcript": transcript}
+    if all(path is None for path in outputs.values()):
         raise InputError("collector export: nothing to export: give -o/--output, --verdicts, --manifest or "
                          "--transcript")
+    refuse_overwriting_inputs({k: v for k, v in outputs.items() if v is not None}, {"--db": db}, force=force)
     with _open_store(db) as store:
         stored = find_round(store, round_hex, with_release=output is not None and round_hex is None)
         info: dict[str, object] = {"round": stored.round_id.hex(), "phase": stored.phase}
@@ -194,11 +216,11 @@ def export_command(
             info["rows"] = stored.release_csv.count("\n") - 1
     info["verdicts"] = len(stored.verdicts)
     if verdicts is not None:
-        verdicts.write_text(json.dumps(verdict_summary(stored), indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(verdicts, json.dumps(verdict_summary(stored), indent=2) + "\n")
         info["verdicts_file"] = str(verdicts)
     if manifest is not None:
-        manifest.write_text(json.dumps({"round": stored.round_id.hex(), "parameters": stored.params}, indent=2)
-                            + "\n", encoding="utf-8")
+        write_text_atomic(manifest, json.dumps({"round": stored.round_id.hex(), "parameters": stored.params},
+                                               indent=2) + "\n")
         info["manifest_file"] = str(manifest)
     if transcript is not None:
         info["transcript"] = {"file": str(transcript),
@@ -225,7 +247,7 @@ def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:
     return "\n".join(parts)
 
 
-@subject_app.command("join")
+@subject_app.command("join", cls=OneLineErrorsCommand)
 def join_command(
     broker: BrokerOption,
     data: Annotated[Path, typer.Option("--data", help="CSV holding your record (a header row).")],
@@ -237,8 +259,14 @@ def join_command(
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
 ) -> None:
-    """Take one subject through the current round and print her audit verdict."""
-    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
+    """Take one subject through the current round and print her audit verdict.
+
+    Returns as soon as the round is over for her (verdict acknowledged, excluded, or the collector
+    ended the round); exit 4 without a verdict (excluded, the round aborted, the collector stopped
+    answering), 5 when she rejects the release.
+    """
+    from coutil.protocol.states import SubjectState
+    from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     address = _address(broker, ca_file)
@@ -252,12 +280,23 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())])
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
-    asyncio.run(host_subjects([node], address, timeout=timeout))
+    watch = RoundWatch(announced)
+    asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
     audit = node.audit
+    problem: str | None = None
+    if audit is None:
+        if node.state in (SubjectState.EXCLUDED, SubjectState.DONE):
+            problem = f"you were excluded from round {announced.round_id.hex()}: your record is not in the release"
+        elif node.state == SubjectState.INCOMPATIBLE:
+            problem = f"round {announced.round_id.hex()} asks for what this coutil cannot do (incompatible)"
+        else:
+            problem = f"no verdict ({node.state}): {watch.describe()}"
     result = {
         "round": announced.round_id.hex(),
         "collector_key": announced.collector_key.hex(),
         "state": node.state,
+        "ended_by": watch.ended_by,
+        "problem": problem,
         "verdict": None if audit is None else {
             "accept": audit.accept, "reason": audit.reason, "included": audit.included,
             "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
@@ -269,13 +308,13 @@ def join_command(
         emit_json(result)
     else:
         print(_verdict_words(audit, announced.qi_names + announced.confidential_names))
-    if audit is None:
-        raise typer.Exit(int(ExitCode.ROUND_INCOMPLETE))
-    if not audit.accept:
-        raise typer.Exit(int(ExitCode.COMPLAINT))
+    if problem is not None:
+        raise RoundIncompleteError(problem)
+    if audit is not None and not audit.accept:
+        raise ComplaintError(f"you rejected the release of round {announced.round_id.hex()} ({audit.reason})")
 
 
-@subject_app.command("swarm")
+@subject_app.command("swarm", cls=OneLineErrorsCommand)
 def swarm_command(
     broker: BrokerOption,
     count: Annotated[int, typer.Option("--count", help="Subjects hosted by this process.")] = 100,
@@ -288,9 +327,14 @@ def swarm_command(
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
-    """Host COUNT simulated subjects (records drawn at random from --data) through the current round."""
+    """Host COUNT simulated subjects (records drawn at random from --data) through the current round.
+
+    Returns as soon as the round is over for every subject; exit 4 unless every one finished
+    (verdict acknowledged), 5 when one rejected the release.
+    """
+    from coutil.protocol.states import SubjectState
     from coutil.round.setup import default_data_path
-    from coutil.round.subjects import fetch_announce, host_subjects, make_subjects
+    from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     if count < 1:
@@ -303,14 +347,28 @@ def swarm_command(
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
                                       for i in rows])
-    stats = asyncio.run(host_subjects(nodes, address, timeout=timeout, shared_connection=shared_connection))
+    watch = RoundWatch(announced)
+    stats = asyncio.run(host_subjects(nodes, address, timeout=timeout, shared_connection=shared_connection,
+                                      watch=watch))
     accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
-    summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted,
-               "finished": sum(1 for n in nodes if n.finished), "network": stats.as_dict()}
+    rejected = sum(1 for n in nodes if n.audit is not None and not n.audit.accept)
+    finished = sum(1 for n in nodes if n.finished)
+    excluded = sum(1 for n in nodes if n.audit is None and n.state in (SubjectState.EXCLUDED, SubjectState.DONE))
+    problem: str | None = None
+    if finished < count:
+        problem = (f"{finished}/{count} subjects finished ({excluded} excluded, "
+                   f"{count - finished - excluded} still waiting): {watch.describe()}")
+    summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted, "rejected": rejected,
+               "finished": finished, "excluded": excluded, "ended_by": watch.ended_by, "problem": problem,
+               "network": stats.as_dict()}
     if as_json:
         emit_json(summary)
     else:
-        err_console.print(f"{summary['finished']}/{count} subjects finished, {accepted} accepted the release")
+        err_console.print(f"{finished}/{count} subjects finished, {accepted} accepted the release")
+    if problem is not None:
+        raise RoundIncompleteError(problem)
+    if rejected:
+        raise ComplaintError(f"{rejected}/{count} subjects rejected the release of round {announced.round_id.hex()}")
 
 
 def register(app: typer.Typer) -> None:

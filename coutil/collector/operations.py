@@ -15,6 +15,7 @@ from pathlib import Path
 
 from coutil.collector.storage import CollectorStore, StoredRound
 from coutil.errors import InputError, RemoteProtocolError
+from coutil.fileio import write_text_atomic
 from coutil.protocol import codec, topics
 from coutil.protocol.messages import Verdict
 
@@ -147,7 +148,7 @@ def export_transcript(stored: StoredRound, path: Path, *, include_registrations:
         "verdicts": [v.payload.hex() for v in stored.verdicts],
     }
     try:
-        path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        write_text_atomic(path, json.dumps(document, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"{path}: cannot write the transcript: {exc.strerror}") from None
     return {key: len(value) if isinstance(value, list) else value is not None

@@ -22,7 +22,7 @@ from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.events import Event
+from coutil.protocol.events import Event, RoundAborted
 
 #: Writes one structured log record.
 LogSink = Callable[..., None]
@@ -49,6 +49,24 @@ class ServedRound:
     verdicts: int
     accepted: int
     stopped_by: str
+    #: Why the round aborted (the collector's reason, e.g. ``too_few_subjects``), else None.
+    abort_reason: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why this round is no success (None when it released rows and completed)."""
+        if not self.completed:
+            why = self.abort_reason or (f"stopped by {self.stopped_by}" if self.stopped_by != "condition" else "")
+            return f"round {self.round_id} aborted in phase {self.phase}{f' ({why})' if why else ''}"
+        if self.released_rows == 0:
+            return f"round {self.round_id} released nothing ({self.registered} registered)"
+        return None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"round": self.round_id, "completed": self.completed and self.released_rows > 0,
+                "phase": self.phase, "abort_reason": self.abort_reason, "registered": self.registered,
+                "released_rows": self.released_rows, "verdicts": self.verdicts, "accepted": self.accepted,
+                "stopped_by": self.stopped_by, "problem": self.problem}
 
 
 def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, rounds: int = 1,
@@ -64,7 +82,11 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
                 collector_key=collector.node.public_key.hex())
             limit = config.register_window + config.audit_window + 200 * config.step_timeout
 
-            def on_event(node_id: str, event: Event) -> None:
+            aborted: list[str] = []
+
+            def on_event(node_id: str, event: Event, aborted: list[str] = aborted) -> None:
+                if isinstance(event, RoundAborted):
+                    aborted.append(event.reason)
                 log(**{k: v for k, v in event.as_dict().items() if k != "at"})
 
             def finished(c: PersistentCollector = collector) -> bool:
@@ -78,10 +100,11 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
             outcome = collector.node.outcome()
             result = ServedRound(collector.round_id.hex(), outcome.completed, outcome.phase, outcome.registered,
                                  int(outcome.rows.shape[0]), len(outcome.verdicts),
-                                 sum(1 for v in outcome.verdicts if v["accept"]), stats.stopped_by)
+                                 sum(1 for v in outcome.verdicts if v["accept"]), stats.stopped_by,
+                                 aborted[-1] if aborted else None)
             log(event="round_end", round=result.round_id, completed=result.completed, phase=result.phase,
                 registered=result.registered, released_rows=result.released_rows, verdicts=result.verdicts,
-                accepted=result.accepted, stopped_by=result.stopped_by)
+                accepted=result.accepted, stopped_by=result.stopped_by, abort_reason=result.abort_reason)
             if not outcome.completed:
                 store.set_phase(collector.round_id, "aborted", time.time())
             served.append(result)

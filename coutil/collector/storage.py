@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from coutil.errors import InputError
+from coutil.fileio import write_text_atomic
 
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
 #: 2: the unused ``group_records`` table dropped (the release holds the opened records).
@@ -433,10 +434,7 @@ class CollectorStore:
         if row is None:
             raise InputError(f"{self.path}: round {round_id.hex()} has no release (yet)")
         target = Path(path)
-        try:
-            target.write_text(row[0], encoding="utf-8", newline="")
-        except OSError as exc:
-            raise InputError(f"{target}: cannot write the release: {exc.strerror}") from None
+        write_text_atomic(target, row[0])
         return target
 
     def integrity_ok(self) -> bool:

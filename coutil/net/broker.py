@@ -133,12 +133,14 @@ class _UnknownAckFilter(logging.Filter):
 
     amqtt re-delivers a QoS 1 message that a busy client has not acknowledged yet, then warns when
     the acknowledgement of the first copy arrives ("Received PUBACK for unknown pending message
-    Id"). Duplicates are expected (the protocol de-duplicates); the warning is noise on a user's
-    terminal. Every other amqtt warning still gets through.
+    Id", or "PUBACK waiter with Id ... already done" when the client went away meanwhile, as when
+    an interrupted ``coutil run`` disconnects). Duplicates are expected (the protocol de-duplicates);
+    the warning is noise on a user's terminal. Every other amqtt warning still gets through.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "for unknown pending" not in record.getMessage()
+        message = record.getMessage()
+        return "for unknown pending" not in message and "waiter with Id" not in message
 
 
 class EmbeddedBroker:

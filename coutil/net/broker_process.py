@@ -18,9 +18,12 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
+import signal
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -37,8 +40,35 @@ STOP_TIMEOUT = 10.0
 POLL_SECONDS = 0.1
 
 
+@contextlib.contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Start child processes inside this block: they inherit SIGINT ignored.
+
+    Ctrl-C reaches every process of the terminal's process group; a child must not die of it with a
+    traceback (mid-import, or while its parent still talks to it). The parent, which receives it
+    too, stops its children itself (clean-up of `BrokerProcess` and `coutil.round.workers`). An
+    ignored signal stays ignored across exec, and Python then installs no handler of its own.
+    """
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be changed here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ignore_sigint() -> None:
+    """In a child process: ignore SIGINT (its parent stops it; see `children_ignore_sigint`)."""
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def serve(config: EmbeddedBrokerConfig, channel: Any, stop: Any, parent_pid: int) -> None:
     """Entry point of the child: run the broker until ``stop`` is set or the parent is gone."""
+    ignore_sigint()
 
     async def main() -> None:
         # An overloaded amqtt leaves tasks failed on acknowledgement timeouts ("Task exception was
@@ -51,6 +81,9 @@ def serve(config: EmbeddedBrokerConfig, channel: Any, stop: Any, parent_pid: int
         except Exception as exc:  # reported to the parent, which raises it as a NetworkError
             channel.send(("error", str(exc)))
             return
+        # Stopped mid-round (the round was interrupted), amqtt warns about the messages it did not
+        # deliver: the round is over, nobody waits for them.
+        logging.getLogger("amqtt.broker").setLevel(logging.ERROR)
         channel.send(("port", broker.port))
         try:
             while not stop.is_set() and os.getppid() == parent_pid:
@@ -93,7 +126,8 @@ class BrokerProcess:
         self._stop = context.Event()
         self._process = context.Process(target=serve, args=(self.config, sender, self._stop, os.getpid()),
                                         daemon=True, name="coutil-embedded-broker")
-        self._process.start()
+        with children_ignore_sigint():
+            self._process.start()
         sender.close()
         loop = asyncio.get_running_loop()
         try:

@@ -170,8 +170,16 @@ class RoundConfig:
                 doc = tomllib.load(handle)
         except FileNotFoundError:
             raise InputError(f"{path}: no such config file") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a directory, not a config file") from None
+        except PermissionError:
+            raise InputError(f"{path}: cannot read the config file (permission denied)") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a text (TOML) file") from None
         except tomllib.TOMLDecodeError as exc:
             raise InputError(f"{path}: invalid TOML ({exc})") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
         table = doc.get("round")
         if not isinstance(table, dict):
             raise InputError(f"{path}: a [round] table is required")

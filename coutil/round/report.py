@@ -1,7 +1,10 @@
 """What a round produced, whichever driver ran it: `RoundReport`, traffic statistics, output files.
 
 Outputs (`write_outputs`) never contain a confidential value outside ``release.csv``: the trace
-holds only event codes, counts and ids (see `coutil.protocol.events`).
+holds only event codes, counts and ids (see `coutil.protocol.events`). They are written into a
+temporary directory beside the output directory, which then replaces it whole (`coutil.fileio`):
+an interrupted write leaves the output directory untouched, a finished one holds nothing of an
+older run.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from coutil.audit.subject import manifest_fields
+from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
@@ -205,13 +209,26 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
     return out
 
 
+#: The files of a round's output directory (`write_outputs`).
+ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json")
+
+
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
-    """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``.
+
+    All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
+    ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
+    files is refused (`InputError`) rather than replaced.
+    """
+    with staged_directory(out_dir, replaceable=ROUND_OUTPUT_NAMES) as staging:
+        _write_outputs(report, events, staging)
+
+
+def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
     outcome = report.outcome
     write_csv(out_dir / "release.csv", outcome.columns,
               ([format_number(float(v)) for v in row] for row in outcome.rows))
-    (out_dir / "manifest.json").write_text(json.dumps({
+    write_text_atomic(out_dir / "manifest.json", json.dumps({
         "round_id": outcome.round_id,
         "manifest": typed_manifest(outcome.manifest.items()),
         "group_sizes": list(outcome.group_sizes),
@@ -235,8 +252,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
     }
     if distances:
         audit["permutation_distance_distribution"] = {str(d): c for d, c in sorted(distances.items())}
-    (out_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
-    with (out_dir / "trace.jsonl").open("w") as trace:
+    write_text_atomic(out_dir / "audit.json", json.dumps(audit, indent=2) + "\n")
+    with atomic_write(out_dir / "trace.jsonl") as trace:
         for node_id, event in events:
             trace.write(json.dumps({"node": node_id, **event.as_dict()}, default=str) + "\n")
-    (out_dir / "report.json").write_text(json.dumps(report.summary(), indent=2) + "\n")
+    write_text_atomic(out_dir / "report.json", json.dumps(report.summary(), indent=2) + "\n")

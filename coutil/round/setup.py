@@ -199,6 +199,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not a text (TOML) file") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: invalid TOML ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
 
 
 def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any:

@@ -4,13 +4,20 @@ A subject must know the collector's key before she registers (she verifies every
 with it). `fetch_announce` reads the retained announce once; with ``expected_key`` the collector is
 pinned (the key a survey team publishes out of band), without it the key is trusted on first use
 and reported so that the user can compare it.
+
+`host_subjects` then hosts the subjects until the round is over *for them*: each has her verdict
+acknowledged, was excluded, or the collector ended the round (it withdrew its announce, or
+announced another round), rather than until ``--timeout``. A `RoundWatch` says how it ended, and
+notices a collector that stopped answering (silent for `SILENT_STEPS` step timeouts after the
+registration deadline while subjects still wait for it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import aiomqtt
 
@@ -18,8 +25,10 @@ from coutil.errors import InputError, NetworkError, RemoteProtocolError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
 from coutil.protocol import codec, topics
+from coutil.protocol.events import Event
 from coutil.protocol.messages import Announce
-from coutil.protocol.node import RandomSource, SystemRandom
+from coutil.protocol.node import Node, Outgoing, RandomSource, SystemRandom
+from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 
@@ -32,6 +41,8 @@ class AnnouncedRound:
     confidential_names: tuple[str, ...]
     k: int
     register_deadline: float
+    #: The round's per-step timeout (seconds): how long the collector may legitimately stay silent.
+    step_timeout: float = 20.0
 
 
 async def fetch_announce(broker: str | BrokerAddress, *, timeout: float = 30.0,
@@ -59,7 +70,7 @@ async def fetch_announce(broker: str | BrokerAddress, *, timeout: float = 30.0,
                     params = announce.params
                     return AnnouncedRound(announce.round_id, announce.sender, tuple(params.qi_names),
                                           tuple(params.confidential_names), int(params.k),
-                                          float(params.register_deadline))
+                                          float(params.register_deadline), float(params.step_timeout))
     except TimeoutError:
         raise NetworkError(f"no round announced on {address.display()} within {timeout:.0f} s") from None
     except aiomqtt.MqttError as exc:
@@ -81,21 +92,176 @@ def make_subjects(round_: AnnouncedRound, records: Sequence[tuple[Sequence[float
     return nodes
 
 
+#: Once the collector has ended the round, subjects still waiting get this many seconds for the
+#: messages already under way (a verdict acknowledgement) before they stop.
+ROUND_OVER_GRACE = 3.0
+#: The collector has stopped answering when, past the registration deadline, subjects still waiting
+#: for it heard nothing from it for this many step timeouts (every phase after registration re-sends
+#: or times out within one step; a release waits for the slowest group, a few steps).
+SILENT_STEPS = 10
+
+
+@dataclass
+class RoundWatch:
+    """How hosting the subjects of one announced round ended, as `host_subjects` observed it.
+
+    ``ended_by`` is "finished" (every subject's round is over: verdict acknowledged, excluded,
+    incompatible), "round_over" (the collector withdrew its announce or announced another round),
+    "collector_silent" (see `SILENT_STEPS`) or "timeout" (``--timeout`` passed first).
+    """
+
+    round: AnnouncedRound
+    clock: Callable[[], float] = time.time
+    ended_by: str = "timeout"
+    #: When the collector ended the round (clock time), if it did.
+    over_at: float | None = None
+    last_heard: float = field(default=0.0)
+    #: A hosted subject got past registration (roster or assignment): the deadline no longer matters.
+    registration_closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.last_heard = self.clock()
+
+    @property
+    def silence_limit(self) -> float:
+        return SILENT_STEPS * self.round.step_timeout
+
+    def heard(self) -> None:
+        self.last_heard = self.clock()
+
+    def on_announce(self, payload: bytes) -> None:
+        """An announce (or its withdrawal: an empty payload) seen while the round runs."""
+        if self.over_at is not None:
+            return
+        if payload:
+            try:
+                announce = codec.decode(payload, codec.Limits()).message
+            except RemoteProtocolError:
+                return
+            if not isinstance(announce, Announce) or announce.sender != self.round.collector_key:
+                return
+            if announce.round_id == self.round.round_id:
+                self.heard()
+                return
+        self.over_at = self.clock()
+
+    def collector_silent(self) -> bool:
+        now = self.clock()
+        since = self.last_heard if self.registration_closed else max(self.last_heard, self.round.register_deadline)
+        return now - since > self.silence_limit
+
+    def describe(self) -> str:
+        """One line for the user: why the subjects stopped before their round was over."""
+        if self.ended_by == "collector_silent":
+            return (f"the collector stopped answering: nothing from it for more than {self.silence_limit:.0f} s "
+                    f"({SILENT_STEPS} step timeouts of {self.round.step_timeout:g} s) in round "
+                    f"{self.round.round_id.hex()}")
+        if self.ended_by == "round_over":
+            return (f"the collector ended round {self.round.round_id.hex()} (aborted or finished) before it was "
+                    "over here")
+        if self.ended_by == "timeout":
+            return f"round {self.round.round_id.hex()} was not over within --timeout"
+        return f"round {self.round.round_id.hex()} is over"
+
+
+def round_over_for(node: SubjectNode) -> bool:
+    """The round is over for this subject: verdict acknowledged (done), excluded or incompatible.
+
+    An excluded subject reaches ``done`` only if a release comes, which an aborted round never
+    publishes: she does not wait for it.
+    """
+    return node.finished or node.state == SubjectState.EXCLUDED
+
+
+_BEFORE_ROSTER = (SubjectState.AWAIT_ANNOUNCE, SubjectState.REGISTERING, SubjectState.REGISTERED)
+
+
+class _WatchedSubject:
+    """A subject as hosted: the node itself, plus what the `RoundWatch` needs to see (whether the
+    collector still speaks; for one subject of the connection, the announce topic)."""
+
+    def __init__(self, node: SubjectNode, watch: RoundWatch, listen_announce: bool) -> None:
+        self.node = node
+        self.client_id = node.client_id
+        self._watch = watch
+        self._listen = listen_announce
+        self._subs_of: frozenset[str] | None = None
+        self._subs: frozenset[str] = frozenset()
+
+    @property
+    def finished(self) -> bool:
+        return self.node.finished
+
+    def subscriptions(self) -> frozenset[str]:
+        subs = self.node.subscriptions()
+        if not self._listen:
+            return subs
+        if subs is not self._subs_of:
+            self._subs_of = subs
+            self._subs = subs | {topics.ANNOUNCE}
+        return self._subs
+
+    def start(self, now: float) -> list[Outgoing]:
+        return self.node.start(now)
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        if topic == topics.ANNOUNCE:
+            if self._listen:
+                self._watch.on_announce(payload)
+            if self.node.state != SubjectState.AWAIT_ANNOUNCE:
+                return []  # not hers to handle any more (she subscribes to it only before registering)
+        elif "/c/" in topic:
+            self._watch.heard()
+        out = self.node.receive(topic, payload, now)
+        if not self._watch.registration_closed and self.node.state not in _BEFORE_ROSTER:
+            self._watch.registration_closed = True
+        return out
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        return self.node.on_timer(now)
+
+    def next_timer(self) -> float | None:
+        return self.node.next_timer()
+
+    def drain_events(self) -> Sequence[Event]:
+        return self.node.drain_events()
+
+
 async def host_subjects(nodes: Sequence[SubjectNode], broker: str | BrokerAddress, *, timeout: float,
-                        options: DriverOptions | None = None, shared_connection: bool = False) -> HostStats:
-    """Host the subjects until each has finished (verdict acknowledged) or ``timeout`` passes.
+                        options: DriverOptions | None = None, shared_connection: bool = False,
+                        watch: RoundWatch | None = None) -> HostStats:
+    """Host the subjects until the round is over for each of them (`round_over_for`), the collector
+    ended it or stopped answering (with ``watch``), or ``timeout`` passes; ``watch.ended_by`` says which.
 
     One MQTT connection per subject (her sid as client id, so a broker ACL can confine her to her
     own topics), or with ``shared_connection`` all of them multiplexed over one connection (no
     per-subject ACL possible; a group message then crosses the socket once, not once per member).
     """
-    entries: list[SubjectNode | list[SubjectNode]] = [list(nodes)] if shared_connection else list(nodes)
+    hosted: list[Node] = list(nodes)
+    if watch is not None:
+        hosted = [_WatchedSubject(node, watch, listen_announce=i == 0) for i, node in enumerate(nodes)]
+    entries: list[Node | list[Node]] = [hosted] if shared_connection else list(hosted)
     remaining = list(nodes)
 
-    def finished() -> bool:
-        # Finished nodes stay finished: drop them, so that the check does not rescan 10^4 nodes.
-        while remaining and remaining[-1].finished:
+    def all_over() -> bool:
+        # Nodes whose round is over stay so: drop them, so that the check does not rescan 10^4 nodes.
+        while remaining and round_over_for(remaining[-1]):
             remaining.pop()
-        return not remaining and all(n.finished for n in nodes)
+        return not remaining and all(round_over_for(n) for n in nodes)
 
-    return await host_nodes(entries, broker, stop_when=finished, timeout=timeout, options=options)
+    def stop() -> bool:
+        if all_over():
+            if watch is not None:
+                watch.ended_by = "finished"
+            return True
+        if watch is None:
+            return False
+        if watch.over_at is not None and watch.clock() - watch.over_at >= ROUND_OVER_GRACE:
+            watch.ended_by = "round_over"
+            return True
+        if watch.collector_silent():
+            watch.ended_by = "collector_silent"
+            return True
+        return False
+
+    return await host_nodes(entries, broker, stop_when=stop, timeout=timeout, options=options)

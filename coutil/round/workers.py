@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coutil.errors import CoutilError, ExitCode, NetworkError
+from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
 from coutil.protocol.config import RoundConfig
@@ -44,6 +45,8 @@ from coutil.sdc.dataset import Dataset
 EVENT_BATCH_SECONDS = 0.2
 #: Seconds the main process waits for the workers' reports once the collector has finished.
 REPORT_GRACE_SECONDS = 60.0
+#: Seconds `WorkerPool.close` gives the workers to exit before it terminates them.
+CLOSE_SECONDS = 10.0
 
 EventSink = Callable[[str, Event], None]
 
@@ -123,7 +126,8 @@ Channel: TypeAlias = "multiprocessing.queues.Queue[tuple[str, list[tuple[str, Ev
 
 def worker_main(task: SubjectSlice, channel: Channel, stop: multiprocessing.synchronize.Event) -> None:
     """Entry point of a worker process: host the slice's subjects until they are done or ``stop``
-    (a multiprocessing event) is set, report, exit."""
+    (a multiprocessing event) is set, report, exit. SIGINT is ignored: the main process stops its workers."""
+    ignore_sigint()
     try:
         report = asyncio.run(_host_slice(task, channel, stop))
     except CoutilError as exc:
@@ -184,8 +188,9 @@ class WorkerPool:
         self.reports: dict[int, WorkerReport] = {}
 
     def start(self) -> None:
-        for process in self._processes:
-            process.start()
+        with children_ignore_sigint():
+            for process in self._processes:
+                process.start()
 
     def poll(self, on_event: EventSink) -> None:
         """Hand the events received so far to ``on_event`` and keep the reports that arrived."""
@@ -234,12 +239,22 @@ class WorkerPool:
             await asyncio.sleep(0.05)
 
     def close(self) -> None:
+        """Stop the workers (also when the round was interrupted) and wait for them to exit.
+
+        The channel is drained meanwhile: a worker exits only once its report has left its queue.
+        """
+        self._stop.set()
+        limit = time.monotonic() + CLOSE_SECONDS
+        while any(p.is_alive() for p in self._processes) and time.monotonic() < limit:
+            self.poll(lambda node_id, event: None)
+            for process in self._processes:
+                process.join(timeout=0.05)
         for process in self._processes:
-            process.join(timeout=5)
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
         self._channel.close()
+        self._channel.join_thread()
 
     @staticmethod
     def _raise_if_failed(report: WorkerReport) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coutil.errors import DataFileError, InputError
+from coutil.fileio import atomic_write
 
 FloatMatrix = NDArray[np.float64]
 
@@ -398,16 +399,12 @@ def as_dataset(data: Any, columns: Sequence[str] | None = None) -> Dataset:
 
 
 def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Write a CSV file (creating parent directories); errors become `InputError`."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            writer.writerows(rows)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write ({exc.strerror})") from None
+    """Write a CSV file (creating parent directories) atomically (`coutil.fileio.atomic_write`: a
+    crash leaves the old file or none, never a partial one); errors become `InputError`."""
+    with atomic_write(path, newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
 
 
 def write_dataset(path: str | Path, data: Dataset) -> None:

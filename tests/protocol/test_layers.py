@@ -16,7 +16,7 @@ PACKAGE = Path(coutil.__file__).parent
 
 #: Bottom to top. A module may import modules of its own layer and of the layers below.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("coutil.errors",),
+    ("coutil.errors", "coutil.fileio"),
     ("coutil.sdc",),
     ("coutil.audit",),
     ("coutil.protocol",),

@@ -1,0 +1,122 @@
+"""No false success: a round that aborted, released nothing or left its subjects waiting is never exit 0.
+
+Real processes on a private mosquitto: `coutil collector serve` reports an aborted round (exit 4,
+one line, ``--json``), subjects stop as soon as the collector ends the round instead of waiting out
+``--timeout``, and subjects left waiting by a collector that died say so and exit 4.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.net.helpers import Mosquitto
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "coutil", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen[str], seconds: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"still running after {seconds} s: {err[-2000:]}") from None
+
+
+def _registrations(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM registrations").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("coutil: ")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_an_aborted_round_is_exit_4_for_the_collector_and_its_subjects(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", "5",
+                       "--register-window", "4", "--json")
+        time.sleep(1.5)  # the announce is retained: the subjects find it
+        started = time.monotonic()
+        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "2", "--timeout", "120", "--json")
+        out, err = _finish(serve, 60)
+        assert serve.returncode == 4, err[-2000:]
+        assert "too_few_subjects" in _one_error_line(err)
+        summary = json.loads(out)
+        assert summary["completed"] == 0 and summary["rounds"][0]["abort_reason"] == "too_few_subjects"
+        assert summary["rounds"][0]["completed"] is False and summary["problems"]
+        out, err = _finish(swarm, 60)
+        # The collector withdrew its announce: the subjects stop now, not after --timeout (120 s).
+        assert time.monotonic() - started < 45
+        assert swarm.returncode == 4, err[-2000:]
+        line = _one_error_line(err)
+        assert "0/2 subjects finished" in line and "ended round" in line
+        result = json.loads(out)
+        assert result["finished"] == 0 and result["ended_by"] == "round_over"
+    finally:
+        broker.stop()
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    db = tmp_path / "c.sqlite"
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(db), "--k", "3",
+                       "--register-window", "60", "--expected", "4", "--set", "step_timeout=0.5",
+                       "--set", "retry_interval=0.25")
+        procs.append(serve)
+        time.sleep(1.5)
+        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--timeout", "120", "--json")
+        procs.append(swarm)
+        data = tmp_path / "me.csv"
+        data.write_text("age,height_cm,weight_kg,hours_worked,income,savings,medical_spend\n41,170,70,38,30000,5000,900\n")
+        limit = time.monotonic() + 60
+        while _registrations(db) < 3 and time.monotonic() < limit:
+            time.sleep(0.05)
+        join = _spawn("subject", "join", "--broker", broker.url, "--data", str(data), "--timeout", "120", "--json")
+        procs.append(join)
+        while _registrations(db) < 4 and time.monotonic() < limit:
+            time.sleep(0.05)
+        assert _registrations(db) == 4
+        serve.send_signal(signal.SIGKILL)  # registration closed: the round is in its sharing phase
+        serve.wait(10)
+        started = time.monotonic()
+        for proc in (join, swarm):
+            out, err = _finish(proc, 90)
+            assert proc.returncode == 4, err[-2000:]
+            assert "the collector stopped answering" in _one_error_line(err)
+            assert json.loads(out)["ended_by"] == "collector_silent"
+        # Ten step timeouts of 0.5 s, not --timeout (120 s).
+        assert time.monotonic() - started < 60
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        broker.stop()
