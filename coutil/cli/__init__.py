@@ -44,12 +44,13 @@ def version_command() -> None:
 
 def _register_all() -> None:
     # Imported here so that `import coutil.cli` stays cheap and each family stays in its own module.
-    from coutil.cli import audit_commands, round_commands, sdc_commands, service_commands
+    from coutil.cli import audit_commands, report_commands, round_commands, sdc_commands, service_commands
 
     sdc_commands.register(app)
     audit_commands.register(app)
     round_commands.register(app)
     service_commands.register(app)
+    report_commands.register(app)
 
 
 _register_all()
