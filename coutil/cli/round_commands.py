@@ -146,8 +146,8 @@ def run_round_command(
         )
     if not as_json:
         err_console.print(_outcome_line(summary, config.k))
-        err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES}); [bold]coutil report {out}[/] renders "
-                          "them as one HTML page")
+        err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
+        err_console.print(f"all of it on one HTML page: [bold]coutil report {out}[/]")
     _check_round(report, summary, out, every_subject=True)
     return summary
 

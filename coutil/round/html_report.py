@@ -458,6 +458,11 @@ footer { color: #718096; font-size: 12px; margin-top: 32px; }
 """
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    """A JSON object of the run's files, or {} when the field is absent or of another type."""
+    return {str(key): item for key, item in value.items()} if isinstance(value, Mapping) else {}
+
+
 def _seconds(value: object) -> str:
     return f"{float(value):.2f} s" if isinstance(value, int | float) else "n/a"
 
@@ -467,14 +472,14 @@ def render_html(run: RunDirectory, original: OriginalData | None, why_no_data: s
     report = run.report
     subjects = int(report.get("subjects") or 0)
     released = int(run.release.shape[0])
-    excluded_map = report.get("excluded") if isinstance(report.get("excluded"), Mapping) else {}
+    excluded_map = _mapping(report.get("excluded"))
     excluded = sum(int(v) for v in excluded_map.values() if isinstance(v, int))
     verdicts, accepted, reasons = _verdict_counts(run.audit)
     complaining = verdicts - accepted
     k = run.parameters.get("k", "?")
     completed = bool(report.get("completed"))
     worked = completed and released == subjects and complaining == 0 and verdicts > 0
-    walls = report.get("wall_times") if isinstance(report.get("wall_times"), Mapping) else {}
+    walls = _mapping(report.get("wall_times"))
     total = walls.get("run")
     loss = information_loss(run, original) if original is not None else None
     images: list[str] = []
@@ -513,11 +518,11 @@ def render_html(run: RunDirectory, original: OriginalData | None, why_no_data: s
     phase_names = {"run": "whole round", "done": "closing (done)", "outputs": "writing outputs"}
     phase_rows = [(phase_names.get(str(phase), str(phase)), _seconds(seconds)) for phase, seconds in walls.items()
                   if phase != "setup"]
-    traffic = report.get("traffic_per_subject") if isinstance(report.get("traffic_per_subject"), Mapping) else {}
+    traffic = _mapping(report.get("traffic_per_subject"))
     traffic_rows = [(str(metric), f"mean {float(v['mean']):,.1f} / max {float(v['max']):,.0f}")
                     for metric, v in traffic.items() if isinstance(v, Mapping) and {"mean", "max"} <= set(v)]
-    rejections = report.get("rejections") if isinstance(report.get("rejections"), Mapping) else {}
-    dropped = report.get("dropped") if isinstance(report.get("dropped"), Mapping) else {}
+    rejections = _mapping(report.get("rejections"))
+    dropped = _mapping(report.get("dropped"))
     traffic_rows.append(("rejections (re-sends seen twice are 'duplicate')",
                          ", ".join(f"{r}: {c}" for r, c in rejections.items()) or "none"))
     traffic_rows.append(("messages dropped", ", ".join(f"{w}: {c}" for w, c in dropped.items()) or "none")
