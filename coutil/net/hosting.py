@@ -120,7 +120,7 @@ async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: fl
     # A SUBACK may refuse some filters (return code 0x80): NATS's MQTT gateway grants a client at most
     # 65,535 / max_ack_pending QoS 1 subscriptions (63 with its default of 1,024). Ignoring that would
     # leave the nodes waiting for messages that never come.
-    refused = [topic for topic, code in zip(filters, granted, strict=False) if _is_failure(code)]
+    refused = [topic for topic, code in zip(filters, granted or (), strict=False) if _is_failure(code)]
     if refused:
         raise SubscriptionRefusedError(refused)
 
