@@ -73,6 +73,7 @@ def _register_all() -> None:
         audit_commands,
         dp_commands,
         experiment_commands,
+        report_commands,
         round_commands,
         sdc_commands,
         service_commands,
@@ -85,6 +86,7 @@ def _register_all() -> None:
     dp_commands.register(app)
     dp_commands.register_anonymize(sdc_commands.anonymize_app)
     experiment_commands.register(app)
+    report_commands.register(app)
 
 
 _register_all()

@@ -57,6 +57,19 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
     return table
 
 
+def _outcome_line(summary: dict[str, Any], k: int) -> str:
+    """One line: did the round work (every subject released, nobody complaining) and what did it cost."""
+    subjects, released = summary["subjects"], summary["released_rows"]
+    excluded = sum(summary["excluded"].values())
+    complaining = summary["verdicts"] - summary["accepted"]
+    worked = summary["completed"] and released == subjects and complaining == 0 and summary["verdicts"] > 0
+    walls = summary["wall_times"]
+    phases = ", ".join(f"{p} {seconds:.1f} s" for p, seconds in walls.items() if p not in ("setup", "run", "outputs"))
+    total = f"{walls['run']:.1f} s" if "run" in walls else "?"
+    return (f"{'[green]round OK[/]' if worked else '[red]round NOT OK[/]'}: {released} of {subjects} subjects "
+            f"released, {excluded} excluded, {complaining} complaining; k = {k}; {total} ({phases})")
+
+
 def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None, *, every_subject: bool) -> None:
     """Raise the error (exit code) the round's outcome calls for.
 
@@ -154,7 +167,6 @@ def run_round_command(
     else:
         err_console.print(_summary_table("coutil run", summary,
                                          [("broker", broker_shown if broker else "embedded amqtt on 127.0.0.1")]))
-        err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
     dropped = summary.get("dropped")
     broker_drops = dropped.get("broker", 0) if isinstance(dropped, dict) else 0
     if broker_drops:
@@ -163,6 +175,10 @@ def run_round_command(
             "them, which costs time. mosquitto drops QoS 1 messages to a client beyond max_queued_messages "
             "(1000 by default): see docker/mosquitto/mosquitto.conf (max_queued_messages 200000)."
         )
+    if not as_json:
+        err_console.print(_outcome_line(summary, config.k))
+        err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
+        err_console.print(f"all of it on one HTML page: [bold]coutil report {out}[/]")
     _check_round(report, summary, out, every_subject=True)
     return summary
 

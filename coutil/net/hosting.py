@@ -83,6 +83,20 @@ def _retrieve_exception(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+class SubscriptionRefusedError(Exception):
+    """The broker's SUBACK refused some of the filters of a SUBSCRIBE."""
+
+    def __init__(self, filters: Sequence[str]) -> None:
+        super().__init__(f"the broker refused {len(filters)} subscription(s), the first {filters[0]!r}")
+        self.filters = list(filters)
+
+
+def _is_failure(code: object) -> bool:
+    """A SUBACK return code (an int, or paho's ReasonCode) that refuses the filter (0x80 and up)."""
+    value = getattr(code, "value", code)
+    return isinstance(value, int) and value >= 0x80
+
+
 async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: float) -> None:
     """SUBSCRIBE, asking again with doubling patience until ``timeout`` when no SUBACK comes.
 
@@ -97,8 +111,8 @@ async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: fl
     while True:
         wait = min(patience, max(0.001, deadline - time.monotonic()))
         try:
-            await client.subscribe([(topic, 1) for topic in filters], timeout=wait)
-            return
+            granted = await client.subscribe([(topic, 1) for topic in filters], timeout=wait)
+            break
         except aiomqtt.MqttCodeError:
             raise  # the broker answered (with a refusal) or the connection broke
         except aiomqtt.MqttError:  # aiomqtt's "Operation timed out"
@@ -106,6 +120,12 @@ async def _subscribe(client: aiomqtt.Client, filters: Sequence[str], timeout: fl
                 raise
             logger.info("no SUBACK within %.1f s; subscribing again to %d filters", wait, len(filters))
             patience *= 2
+    # A SUBACK may refuse some filters (return code 0x80): NATS's MQTT gateway grants a client at most
+    # 65,535 / max_ack_pending QoS 1 subscriptions (63 with its default of 1,024). Ignoring that would
+    # leave the nodes waiting for messages that never come.
+    refused = [topic for topic, code in zip(filters, granted or (), strict=False) if _is_failure(code)]
+    if refused:
+        raise SubscriptionRefusedError(refused)
 
 
 async def cancel_and_wait(tasks: Sequence[asyncio.Task[None]]) -> None:
@@ -437,13 +457,29 @@ class _Host:
                 late.extend((hosted, f) for f in shared if f in connection.bulletins)
             hosted.synced_version = version
         timeout = self.options.operation_timeout
-        for start in range(0, len(subscribe), FILTERS_PER_PACKET):
-            await _subscribe(client, subscribe[start:start + FILTERS_PER_PACKET], timeout)
+        try:
+            for start in range(0, len(subscribe), FILTERS_PER_PACKET):
+                await _subscribe(client, subscribe[start:start + FILTERS_PER_PACKET], timeout)
+        except SubscriptionRefusedError as exc:
+            self._on_refused(connection, exc)
         for start in range(0, len(unsubscribe), FILTERS_PER_PACKET):
             await client.unsubscribe(unsubscribe[start:start + FILTERS_PER_PACKET], timeout=timeout)
         # A node that joined a topic the connection already had: hand it the bulletin it missed.
         for hosted, topic in late:
             self.call(hosted, functools.partial(_deliver, hosted.node, topic, connection.bulletins[topic]))
+
+    def _on_refused(self, connection: _Connection, exc: SubscriptionRefusedError) -> None:
+        """A multiplexed connection falls back to covering filters (a few per round, whatever the
+        number of nodes) and reconnects, so that the broker forgets the filters it granted; a
+        connection that cannot subscribe to fewer filters is a `NetworkError`."""
+        if connection.multiplexed and not connection.coarse:
+            logger.warning("%s: %s; resubscribing to covering filters", connection.client_id, exc)
+            connection.coarse = True
+            raise aiomqtt.MqttError(f"{exc}; reconnecting with covering filters") from exc
+        raise NetworkError(
+            f"MQTT broker {self.address.display()} refused client {connection.client_id!r}: {exc} (a broker "
+            "limit on subscriptions per client; NATS: raise 65535 / mqtt.max_ack_pending)"
+        ) from exc
 
     async def _reader(self, connection: _Connection, client: aiomqtt.Client) -> None:
         """Wait until the connection ends or a node failed; messages themselves are handed to the

@@ -4,7 +4,7 @@ subject, broker drops.
 Reproduce with (from the repository root, venv active)::
 
     python simulations/bench/bench_round_mqtt.py                       # 10^3 and 10^4 subjects, mosquitto
-    python simulations/bench/bench_round_mqtt.py --sizes 1000 --brokers mosquitto embedded
+    python simulations/bench/bench_round_mqtt.py --sizes 1000 --brokers mosquitto nats rabbitmq embedded --workers 0 2
     python simulations/bench/bench_round_mqtt.py --sizes 1000 --hosting per-subject --workers 0
     python simulations/bench/bench_round_mqtt.py --sizes 10000 --workers 1 2 3
     python simulations/bench/bench_round_mqtt.py --sizes 200 --quick   # smoke run, bench_round_mqtt_quick.json
@@ -17,12 +17,14 @@ a swarm hosted on one machine (`coutil.round.setup.local_swarm_timing`). The sub
 connection (``--hosting multiplexed``, the default of ``coutil run``) or have one connection each
 (``--hosting per-subject``, as behind a per-subject ACL), in the collector's process (``--workers 0``)
 or in worker processes (``--workers 2``: the subjects in two other processes, as ``coutil run`` does
-from 1,000 subjects on; `coutil.round.workers`). Brokers: a private mosquitto started here
-on a free loopback port with the settings of ``docker/mosquitto/mosquitto.conf`` (queue and
-in-flight limits, TCP_NODELAY) plus ``sys_interval 1``, so that its ``$SYS`` counters of dropped
-messages can be read after the round ("broker drops"); and the embedded amqtt broker of
-``coutil run`` (in a child process of its own, `coutil.net.broker_process`; no drop counter). mosquitto missing: its
-runs are skipped with a message.
+from 1,000 subjects on; `coutil.round.workers`). Brokers, each started here privately on free
+loopback ports (`private_brokers.py`; its start-up is not part of the round time): mosquitto with
+the settings of ``docker/mosquitto/mosquitto.conf`` (queue and in-flight limits, TCP_NODELAY) plus
+``sys_interval 1``, so that its ``$SYS`` counters of dropped messages can be read after the round
+("broker drops"); NATS's MQTT gateway (JetStream in a temporary directory, ``max_payload`` 8 MB);
+a RabbitMQ node of its own with the ``rabbitmq_mqtt`` plugin; and the embedded amqtt broker of
+``coutil run`` (in a child process of its own, `coutil.net.broker_process`). Only mosquitto
+publishes a drop counter. A broker that is not installed: its runs are skipped with a message.
 
 Reported per run: completion, wall time per collector phase (registration, sharing, auditing),
 messages and bytes sent and received per subject (mean and max), MQTT messages that crossed the
@@ -44,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from private_mosquitto import BASE_SETTINGS, mosquitto_binary, private_mosquitto
+from private_brokers import KINDS, MOSQUITTO_SETTINGS, private_broker, unavailable, version
 
 from coutil.protocol.config import RoundConfig
 from coutil.round.mqtt import run_mqtt_round_async
@@ -55,12 +57,10 @@ from coutil.round.tracker import PHASES as ROUND_PHASES
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GOAL_SECONDS = {10_000: 60.0}
 PHASES = tuple(str(p) for p in ROUND_PHASES)
-MOSQUITTO_SETTINGS = BASE_SETTINGS + (
-    "max_queued_messages 200000\nmax_inflight_messages 100\nmax_connections -1\nsys_interval 1\n"
-)
 
 
-async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, workers: int) -> dict[str, Any]:
+async def _round(n: int, k: int, seed: int, kind: str, broker: str | None, hosting: str,
+                 workers: int) -> dict[str, Any]:
     config = RoundConfig.from_mapping({"qi": ("age", "height"), "confidential": ("income", "savings"), "k": k,
                                        "expected_subjects": n, **local_swarm_timing(n)})
     data = synthetic_dataset(n, config, seed)
@@ -80,7 +80,7 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
     return {
         "subjects": n,
         "k": k,
-        "broker": "mosquitto" if broker is not None else "embedded",
+        "broker": kind,
         "hosting": hosting,
         "workers": workers,
         "completed": summary["completed"],
@@ -111,13 +111,13 @@ async def _round(n: int, k: int, seed: int, broker: str | None, hosting: str, wo
 
 def _run(n: int, k: int, seed: int, broker_kind: str, hosting: str, workers: int) -> dict[str, Any] | None:
     if broker_kind == "embedded":
-        return asyncio.run(_round(n, k, seed, None, hosting, workers))
-    binary = mosquitto_binary()
-    if binary is None:
-        print("mosquitto: skipped (no mosquitto binary on PATH or in /usr/sbin)", file=sys.stderr)
+        return asyncio.run(_round(n, k, seed, broker_kind, None, hosting, workers))
+    reason = unavailable(broker_kind)
+    if reason is not None:
+        print(f"{broker_kind}: skipped ({reason})", file=sys.stderr)
         return None
-    with private_mosquitto(binary, MOSQUITTO_SETTINGS) as url:
-        return asyncio.run(_round(n, k, seed, url, hosting, workers))
+    with private_broker(broker_kind) as url:
+        return asyncio.run(_round(n, k, seed, broker_kind, url, hosting, workers))
 
 
 def _child_run(connection: Any, args: tuple[Any, ...]) -> None:
@@ -179,7 +179,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="protocol rounds over a real MQTT broker")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
-    parser.add_argument("--brokers", nargs="+", choices=("mosquitto", "embedded"), default=["mosquitto"])
+    parser.add_argument("--brokers", nargs="+", choices=(*KINDS, "embedded"), default=["mosquitto"])
     parser.add_argument("--hosting", nargs="+", choices=("multiplexed", "per-subject"), default=["multiplexed"])
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2],
                         help="subject worker processes (0: the subjects share the collector's process)")
@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python simulations/bench/bench_round_mqtt.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "mosquitto_settings": MOSQUITTO_SETTINGS.strip().splitlines(),
+        "broker_versions": {kind: version(kind) for kind in args.brokers if kind != "embedded"},
         "runs": rows,
         "ratios_vs_first": ratios,
     }, indent=2) + "\n")

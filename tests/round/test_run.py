@@ -234,3 +234,15 @@ def test_run_exits_4_when_a_subject_is_left_out(tmp_path: Path, monkeypatch: pyt
     err = capsys.readouterr().err
     assert code == 4, err
     assert "the release holds 36 of the 40 subjects" in err and "excluded" in err
+
+
+def test_run_ends_with_its_outcome_and_how_to_see_it(tmp_path: Path) -> None:
+    """Without --json, the last lines answer "did my round work and what did it cost" and name `coutil report`."""
+    out = tmp_path / "run"
+    result = _coutil("run", "--subjects", "12", "--k", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stderr.split())  # rich wraps long lines at the terminal's width
+    assert "round OK: 12 of 12 subjects released, 0 excluded, 0 complaining; k = 3;" in text
+    outcome = text[text.index("round OK"):]
+    assert all(phase in outcome for phase in ("registration", "sharing", "auditing"))
+    assert text.endswith(f"all of it on one HTML page: coutil report {out}")
