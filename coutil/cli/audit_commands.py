@@ -30,6 +30,7 @@ numbers in output are 1-based (as in the paper's tables); the Python API is 0-ba
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -694,8 +695,12 @@ def _run_intruder(
     if plot is not None:
         from coutil.audit.plots import plot_distance_distributions
 
+        n, m = x.values.shape
+        title = (f"Maximum-knowledge intruder: {Path(x.source).name} (X) vs {Path(y.source).name}, n = {n}, "
+                 f"m = {m}\npermutation distance of each record's match in Z (the release reverse-mapped onto X)")
         plot_distance_distributions(
-            result.original_distribution(), result.random_distribution(), plot, hellinger=result.hellinger
+            result.original_distribution(), result.random_distribution(), plot, hellinger=result.hellinger,
+            title=title,
         )
         out["plot"] = str(plot)
     return out
@@ -765,6 +770,24 @@ def _print_score(out: dict[str, Any]) -> None:
         )
 
 
+#: Up to this many distances the table has a row each; beyond, rows are ranges of distances.
+DISTANCE_ROWS = 20
+
+
+def _distance_rows(original: dict[str, float], random: dict[str, float]) -> list[tuple[str, float, float]]:
+    """The distribution table's rows: one per distance, or `DISTANCE_ROWS` ranges when there are more."""
+    keys = sorted(int(k) for k in original)
+    if len(keys) <= DISTANCE_ROWS:
+        return [(str(d), original[str(d)], random[str(d)]) for d in keys]
+    edges = np.unique(np.linspace(keys[0], keys[-1] + 1, DISTANCE_ROWS + 1).astype(int))
+    rows = []
+    for low, high in itertools.pairwise(edges.tolist()):
+        inside = [str(d) for d in keys if low <= d < high]
+        label = str(low) if high - low == 1 else f"{low}-{high - 1}"
+        rows.append((label, sum(original[k] for k in inside), sum(random[k] for k in inside)))
+    return rows
+
+
 def _print_attack(out: dict[str, Any]) -> None:
     table = Table(title="Maximum-knowledge intruder: linkages", title_justify="left")
     for name in ("record", "matches in Z", "distance", "p-value"):
@@ -782,9 +805,12 @@ def _print_attack(out: dict[str, Any]) -> None:
     dist = Table(title="Distance distributions", title_justify="left")
     for name in ("distance", "original X", "random T"):
         dist.add_column(name, justify="right")
-    for key, freq in out["original_distribution"].items():
-        dist.add_row(key, f"{freq:.4f}", f"{out['random_distribution'][key]:.4f}")
+    for label, freq_x, freq_t in _distance_rows(out["original_distribution"], out["random_distribution"]):
+        dist.add_row(label, f"{freq_x:.4f}", f"{freq_t:.4f}")
     err_console.print(dist)
+    if len(out["original_distribution"]) > DISTANCE_ROWS:
+        err_console.print(f"({len(out['original_distribution'])} distances binned into ranges; every distance "
+                          "in --json)")
     rnd = out["random_records"]
     how = "all" if rnd["exhaustive"] else f"sampled (seed {rnd['seed']})"
     err_console.print(f"random records: {rnd['count']} ({how}); Hellinger distance {out['hellinger']:.4f}")
