@@ -145,7 +145,7 @@ class RoundConfig:
 
     def manifest(self) -> tuple[tuple[str, str], ...]:
         """The transparency manifest entries (Definition 4 of paper 002: all parameters, no seeds)."""
-        entries = [("method", "mdav"), ("protocol", "coutil/v1")]
+        entries = [("method", "mdav"), ("protocol", "coutil/v2")]
         for f in fields(self):
             value = getattr(self, f.name)
             text = ",".join(value) if isinstance(value, tuple) else repr(value)

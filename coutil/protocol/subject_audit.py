@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from coutil.protocol import codec
+from coutil.protocol import codec, merkle
 from coutil.protocol.messages import Release, RoundParams
 
 
@@ -33,11 +33,14 @@ class ReleaseView:
     min_group_size: int
     #: Every group's rows share one QI vector (the first ``n_qi`` columns).
     single_qi_vector: bool
+    #: The rows' Merkle root as SPEC §8.3 defines it (compared with the release's ``rows_root``).
+    rows_root: bytes = b""
 
 
 @dataclass(frozen=True)
 class SubjectVerdict:
-    """The subject's own audit result. Only accept, reason, included, d and plausible go on the wire."""
+    """The subject's own audit result. Only accept and reason go on the wire (protocol v2): d, the
+    plausibility and v stay on her device."""
 
     accept: bool
     reason: str
@@ -152,7 +155,7 @@ def build_release_view(release: Release, digest: bytes, random_records: int, n_q
     else:
         null = np.zeros(0, dtype=np.int64)
     return ReleaseView(rows, slices, index, null, int(sizes.min()) if sizes.size else 0,
-                       single_qi_vector)
+                       single_qi_vector, merkle.rows_root(release.rows, len(release.columns)))
 
 
 def audit_release(
@@ -177,6 +180,8 @@ def audit_release(
     rows = view.rows
     if rows.shape[1] != n_qi + len(confidential):
         return SubjectVerdict(False, "malformed_release", False, False, 0, 0.0, False)
+    if view.rows_root != release.rows_root:
+        return SubjectVerdict(False, "rows_root_mismatch", False, False, 0, 0.0, False)
     k_anonymous = bool(release.group_sizes) and view.min_group_size >= params.k and view.single_qi_vector
     mine = view.group_slices.get(group)
     included = False

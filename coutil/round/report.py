@@ -138,13 +138,12 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
     (out_dir / "manifest.json").write_text(json.dumps(
         {"round_id": outcome.round_id, "manifest": manifest, "group_sizes": list(outcome.group_sizes)},
         indent=2) + "\n")
-    distances = Counter(int(str(v["permutation_distance"])) for v in outcome.verdicts)
+    # Protocol v2: a verdict is accept or a complaint's reason, nothing else (d stays with the subject).
     audit = {
         "verdicts": outcome.verdicts,
         "excluded": outcome.excluded,
         "accepted": sum(1 for v in outcome.verdicts if v["accept"]),
         "reasons": dict(Counter(str(v["reason"]) for v in outcome.verdicts)),
-        "permutation_distance_distribution": {str(d): c for d, c in sorted(distances.items())},
     }
     (out_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
     with (out_dir / "trace.jsonl").open("w") as trace:

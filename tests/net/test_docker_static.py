@@ -24,7 +24,7 @@ from tests.net.helpers import Mosquitto, free_port
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with amqtt) parses compose.yaml")
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
-SUBJECT_WRITE_PATTERN = "coutil/v1/+/s/%c/#"
+SUBJECT_WRITE_PATTERN = "coutil/v2/+/s/%c/#"
 
 
 def _compose() -> dict[str, object]:
@@ -110,8 +110,8 @@ def _acl_rules() -> dict[str | None, list[tuple[str, str]]]:
 
 def test_acl_confines_subjects_to_their_own_topics() -> None:
     rules = _acl_rules()
-    assert ("readwrite", "coutil/v1/#") in rules["collector"]
-    assert rules["subject"] == [("read", "coutil/v1/#")]
+    assert ("readwrite", "coutil/v2/#") in rules["collector"]
+    assert rules["subject"] == [("read", "coutil/v2/#")]
     assert rules[None] == [("write", SUBJECT_WRITE_PATTERN)]
     config = (DOCKER / "mosquitto" / "mosquitto.conf").read_text()
     settings = dict(ln.split(None, 1) for ln in config.splitlines() if ln.strip() and not ln.startswith("#"))
@@ -180,14 +180,14 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
         collector_saw: list[str] = []
         subject_saw: list[str] = []
         async with client("collector-1", "collector") as collector, client("aaaa", "subject") as alice:
-            await collector.subscribe("coutil/v1/#", qos=1)
-            await alice.subscribe("coutil/v1/#", qos=1)
-            await alice.publish("coutil/v1/r1/s/bbbb/up", b"forged: another sid", qos=1)
-            await alice.publish("coutil/v1/announce", b"forged: collector topic", qos=1)
-            await alice.publish("coutil/v1/r1/c/to/bbbb", b"forged: collector inbox", qos=1)
-            await alice.publish("coutil/v1/r1/s/aaaa/up", b"own up", qos=1)
-            await alice.publish("coutil/v1/r1/s/aaaa/group", b"own group", qos=1)
-            await collector.publish("coutil/v1/r1/c/to/aaaa", b"to alice", qos=1)
+            await collector.subscribe("coutil/v2/#", qos=1)
+            await alice.subscribe("coutil/v2/#", qos=1)
+            await alice.publish("coutil/v2/r1/s/bbbb/up", b"forged: another sid", qos=1)
+            await alice.publish("coutil/v2/announce", b"forged: collector topic", qos=1)
+            await alice.publish("coutil/v2/r1/c/to/bbbb", b"forged: collector inbox", qos=1)
+            await alice.publish("coutil/v2/r1/s/aaaa/up", b"own up", qos=1)
+            await alice.publish("coutil/v2/r1/s/aaaa/group", b"own group", qos=1)
+            await collector.publish("coutil/v2/r1/c/to/aaaa", b"to alice", qos=1)
             async with asyncio.timeout(10):
                 async for message in collector.messages:
                     collector_saw.append(bytes(message.payload).decode())  # type: ignore[arg-type]
