@@ -96,8 +96,9 @@ def covering_filter(topic_filter: str) -> str:
 
     ``coutil/v2/<round>/c/...`` -> ``coutil/v2/<round>/c/#``, ``coutil/v2/<round>/s/<sid>/<kind>``
     -> ``coutil/v2/<round>/s/+/<kind>`` and ``.../s/<sid>/to/<rsid>`` -> ``.../s/+/to/+``; anything
-    else is its own cover. A connection hosting many subjects subscribes to these covers and routes locally (`coutil.net.hosting`), for brokers whose
-    cost per message grows with the number of subscriptions.
+    else is its own cover. A connection hosting many subjects subscribes to these covers and routes
+    locally (`coutil.net.hosting`), for brokers whose cost per message grows with the number of
+    subscriptions.
     """
     parts = topic_filter.split("/")
     if len(parts) < 5 or f"{parts[0]}/{parts[1]}" != PREFIX:
