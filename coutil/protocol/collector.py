@@ -628,11 +628,6 @@ class CollectorNode:
         digest = decoded.digest
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "verdict from a subject not in the roster")
-        # A verdict judges one release of one roster (SPEC §7.3): a verdict on another is no verdict
-        # on this one (the subject was shown something else).
-        if message.release_digest != self._release_digest or self._tree is None \
-                or message.roster_root != self._tree.root:
-            raise RemoteProtocolError("wrong_release", "verdict on another release or roster")
         known = self._verdicts.get(message.sender)
         if known is not None and known != message:
             raise RemoteProtocolError("conflicting_verdict", "a second, different verdict")
@@ -647,10 +642,16 @@ class CollectorNode:
             out.extend(self._finish(now))
         return out
 
+    def _binds_release(self, verdict: Verdict) -> bool:
+        """A verdict judges one release of one roster (SPEC §7.3): an accept bound to another release
+        or roster (the subject was shown something else) is no accept of this one."""
+        return verdict.release_digest == self._release_digest and self._tree is not None \
+            and verdict.roster_root == self._tree.root
+
     def _finish(self, now: float) -> list[Outgoing]:
         self._deadline = None
         self._enter(CollectorState.DONE)
-        accepted = sum(1 for v in self._verdicts.values() if v.accept)
+        accepted = sum(1 for v in self._verdicts.values() if v.accept and self._binds_release(v))
         self._event(RoundDone(now, len(self._verdicts), accepted))
         return [self._withdraw_announce()]
 
@@ -674,7 +675,8 @@ class CollectorNode:
     # ------------------------------------------------------------------ results
     def outcome(self) -> RoundOutcome:
         verdicts = [
-            {"sid": topics.sid_of(key), "accept": v.accept, "reason": v.reason}
+            {"sid": topics.sid_of(key), "accept": v.accept and self._binds_release(v),
+             "reason": v.reason if not v.accept or self._binds_release(v) else "other_release"}
             for key, v in sorted(self._verdicts.items())
         ]
         excluded: list[dict[str, object]] = [

@@ -453,6 +453,9 @@ class SubjectNode:
             reasons = dict(message.excluded)
             if reasons.get(self.public_key) == "merged":
                 return []  # a new Assign for the merged group follows
+            if self._view_complaints:
+                # Excluded after she saw a split view: she still audits the release and reports it.
+                return self._refuse(message.group, message.run, next(iter(self._view_complaints.values())), now)
             self._resend.clear()
             self._run = None
             self._set_state(SubjectState.EXCLUDED)
