@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from coutil.protocol.config import RoundConfig
 from coutil.round.memory import run_memory_round
@@ -44,7 +44,7 @@ def bench(k: int, groups: int, seed: int) -> dict[str, Any]:
     report = run_memory_round(data, config, seed=seed)
     wall = time.perf_counter() - t0
     summary = report.summary()
-    traffic = summary["traffic_per_subject"]
+    traffic = cast(dict[str, dict[str, float]], summary["traffic_per_subject"])
     received = traffic["received_bytes_excl_bulletin"]
     messages = traffic["received_messages_excl_bulletin"]
     goal = GOALS.get(k)
