@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = "-" if row["ratio_to_v1"] is None else f"{row['ratio_to_v1']:.2f}"
         print(f"{row['k']:>4} {row['subjects']:>5} {'y' if row['completed'] else 'n':>3} "
               f"{row['received_bytes_excl_bulletin_mean'] / 1e3:13.1f} "
-              f"{row['received_bytes_excl_bulletin_max'] / 1e3:8.1f} {row['received_messages_excl_bulletin_mean']:6.1f} "
+              f"{row['received_bytes_excl_bulletin_max'] / 1e3:8.1f} "
+              f"{row['received_messages_excl_bulletin_mean']:6.1f} "
               f"{v1:>8} {ratio:>6} {goal:>8} {row['wall_seconds']:7.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": platform.platform(), "python": sys.version.split()[0],
