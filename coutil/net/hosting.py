@@ -2,7 +2,7 @@
 
 `host_nodes` runs nodes until a condition holds. Each item it is given is either a node, which gets
 **its own MQTT connection** with the node's ``client_id`` as MQTT client id (a subject's is her sid,
-so a broker ACL such as ``pattern write coutil/v1/+/s/%c/#`` confines every subject to her own
+so a broker ACL such as ``pattern write coutil/v2/+/s/%c/#`` confines every subject to her own
 topics, even when one process hosts thousands of them), or a list of nodes that **share one
 connection** (multiplexed: the connection subscribes to the union of their topics, and every
 message that arrives once is handed to each hosted node whose subscriptions match it, as a broker

@@ -1,7 +1,7 @@
 """Wire codec (protocol/SPEC.md §7): signed msgpack envelopes around the tagged message union.
 
 ``envelope = [1, payload, signature]`` with ``payload = msgpack [tag, round_id, sender, *fields]`` and
-``signature = Ed25519(sender, "coutil/v1\\x00" || payload)``. `decode` checks in the order of SPEC §7.2
+``signature = Ed25519(sender, "coutil/v2\\x00" || payload)``. `decode` checks in the order of SPEC §7.2
 and turns *every* failure into a `RemoteProtocolError` with a stable reason: ``oversized``,
 ``not_msgpack``, ``bad_envelope``, ``bad_version``, ``unknown_type``, ``bad_field``, ``bad_signature``.
 The signature is verified over the exact payload bytes received (msgpack has no canonical form).
@@ -27,7 +27,7 @@ from coutil.errors import RemoteProtocolError
 from coutil.protocol import crypto
 from coutil.protocol.messages import MESSAGE_TYPES, Message
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 SIGNATURE_DOMAIN = crypto.SIGNATURE_DOMAIN
 #: Defaults of SPEC §12.
 MAX_MESSAGE_BYTES = 64 * 2**20

@@ -30,6 +30,7 @@ from coutil.protocol.events import (
     GroupMerged,
     GroupOpened,
     GroupsFormed,
+    GroupSuppressed,
     MemberExcluded,
     OutageEnded,
     OutageSuspected,
@@ -159,6 +160,7 @@ class CollectorNode:
         self._release_matrix: np.ndarray | None = None
         self._release_sizes: tuple[int, ...] = ()
         self._release_ids: tuple[int, ...] = ()
+        self._release_digest = b""
         self._verdicts: dict[bytes, Verdict] = {}
         self._deadline: float | None = None
         self._reveal_opened = False
@@ -190,7 +192,8 @@ class CollectorNode:
     def subscriptions(self) -> frozenset[str]:
         if self.state in (CollectorState.CREATED, CollectorState.ABORTED):
             return frozenset()
-        return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id)})
+        return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id),
+                          topics.all_subject_to(self.round_id)})
 
     def drain_events(self) -> list[CollectorEvent]:
         events, self._events = self._events, []
@@ -252,7 +255,10 @@ class CollectorNode:
                 if message.TAG in ("register", "verdict", "fetch", "reveal")
                 else topics.subject_group(self.round_id, message.sender)
             )
-            if topic != expected:
+            # A submission or a batch before the last goes to one member (SPEC §5 topics): on the
+            # sender's own topic towards her.
+            direct = message.TAG in ("submit", "batch") and topic.startswith(expected[:-len("group")] + "to/")
+            if topic != expected and not direct:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
             out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
@@ -424,7 +430,7 @@ class CollectorNode:
                                           for member in group.members)
         if excluded:
             out = (Outgoing(topics.group_control(self.round_id, group.label), payload), *out)
-        group.data.relay.append(payload)
+        group.data.relay.append((payload, None))
         group.heard_at = max(group.heard_at, now)  # a new run is not mute before its members could answer
         self._track(group)
         self._resend.arm(("shuffle_start", group.label), out, now)
@@ -445,13 +451,37 @@ class CollectorNode:
         if isinstance(message, Reveal) and group.opened and message.run == group.run \
                 and message.sender in group.members and group.label in self._done_out:
             return self._answer_late_reveal(group, message.sender)
-        group.observe(message, decoded.envelope, now, self.config.step_timeout)
+        assert self._tree is not None
+        try:
+            group.observe(message, decoded.envelope, now, self.config.step_timeout, self._tree.root)
+        except RemoteProtocolError as exc:
+            out = self._on_deviation(group, message.sender, exc, now)
+            if out is None:
+                raise
+            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender))
+            return out
         if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))
             if group.all_keys():
                 self._resend.cancel(("shuffle_start", group.label))
         self._track(group)
         return self._progress([group], now)
+
+    def _on_deviation(self, group: GroupState, sender: bytes, exc: RemoteProtocolError,
+                      now: float) -> list[Outgoing] | None:
+        """A member message that proves its sender deviated: exclude her (SPEC §4 share.6). None: the
+        rejection is only recorded."""
+        if sender not in group.members or not group.active or sender in self._excluded:
+            return None
+        if exc.reason == "view_mismatch" and not group.reveal_sent:
+            # The collector told every member the same: she states a view nobody was given.
+            return self._exclude(group, ((sender, "blamed_split_view"),), now)
+        if exc.reason == "unjustified_blame":
+            # After reveal_open no run may follow: she is recorded as excluded, the group goes on.
+            self._excluded[sender] = "blamed_unsolicited"
+            self._event(MemberExcluded(now, group.label, "blamed_unsolicited", topics.sid_of(sender)))
+            return []
+        return None
 
     def _track(self, group: GroupState) -> None:
         """Update the indexes after anything happened to ``group``."""
@@ -476,6 +506,12 @@ class CollectorNode:
                 continue
             if group.blame_complete():
                 out.extend(self._resolve_blame(group, now))
+            elif not group.reveal_sent and group.unjustified_blamers():
+                # Blamed although every member voted go on the final batch: excluded, and the run
+                # starts again (nobody has revealed yet).
+                blamers = group.unjustified_blamers()
+                self._event(BlameResolved(now, group.label, group.run, len(blamers), "blame without a no-go vote"))
+                out.extend(self._exclude(group, tuple((m, "blamed_unsolicited") for m in blamers), now))
             elif group.reveals_complete():
                 out.extend(self._open_group(group, now))
         if not self._reveal_opened:
@@ -498,7 +534,7 @@ class CollectorNode:
         message = group.reveal_open_message(self.round_id, self.public_key)
         msg = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
         self._resend.arm(("reveal_open", group.label), msg, now)
-        group.data.relay.append(msg.payload)
+        group.data.relay.append((msg.payload, None))
         group.deadline = now + self.config.step_timeout
         group.next_relay = None
         self._track(group)
@@ -507,7 +543,12 @@ class CollectorNode:
     def _open_group(self, group: GroupState, now: float) -> list[Outgoing]:
         records = group.open_records(self.round_id, self._kx, len(self.config.confidential))
         self._track(group)
-        self._records[group.label] = records
+        if len(records) >= self.config.k:
+            self._records[group.label] = records
+        else:
+            # Garbage inner layers left fewer than k records: the group is suppressed, never released
+            # below k, and never re-run (its secrets are out). SPEC §4 share.7.
+            self._event(GroupSuppressed(now, group.label, len(records), "below_k_after_open"))
         self._resend.cancel(("reveal_open", group.label))
         message = group.done_message(self.round_id, self.public_key)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
@@ -549,7 +590,9 @@ class CollectorNode:
         group.next_relay = now + max(self.config.retry_interval, pause)
         self._event(RunRelayed(now, group.label, group.run, len(group.data.relay)))
         topic = topics.group_control(self.round_id, group.label)
-        out = [Outgoing(topic, payload) for payload in group.data.relay]
+        # A message meant for one member is relayed to her inbox only (it is O(k) bytes long).
+        out = [Outgoing(topic if target is None else topics.inbox(self.round_id, target), payload)
+               for payload, target in group.data.relay]
         # A member who never got her assign does not know her group's topic yet, and may lack the
         # roster it is checked against.
         for member in silent:
@@ -567,6 +610,22 @@ class CollectorNode:
             group.deadline = now + self.config.step_timeout / 2
             return []
         return self._exclude(group, tuple((m, "silent") for m in silent), now)
+
+    def _suppress(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        """A group that lost members after its reveal_open: some members may have revealed, so it is
+        never re-run nor merged (a second opening of overlapping members would give away the
+        missing member's record); without every inner secret nothing of it can be opened either.
+        Its other members are excluded as ``suppressed`` (SPEC §4 share.7)."""
+        named = dict(culprits)
+        everyone = culprits + tuple((m, "suppressed") for m in group.members if m not in named)
+        for key, reason in everyone:
+            self._excluded[key] = reason
+            self._resend.cancel(("assign", key), acknowledged=False)
+            self._event(MemberExcluded(now, group.label, reason, topics.sid_of(key)))
+        group.dissolve()
+        self._track(group)
+        self._event(GroupSuppressed(now, group.label, 0, "member_lost_after_reveal_open"))
+        return self._start_run_close(group, everyone, now)
 
     # ------------------------------------------------------------------ outages
     def on_transport(self, up: bool, now: float) -> list[Outgoing]:
@@ -664,6 +723,8 @@ class CollectorNode:
         return True
 
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        if group.reveal_sent:
+            return self._suppress(group, culprits, now)
         for key, reason in culprits:
             self._excluded[key] = reason
             self._resend.cancel(("assign", key), acknowledged=False)
@@ -693,7 +754,9 @@ class CollectorNode:
         out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now)
         for key in moved:
             self._group_of[key] = target.label
-        for key in moved:
+        # Every member of the merged group gets a new assign: a run's members must be a subset of
+        # the members her latest assign names (SPEC §4 share.1).
+        for key in target.members:
             out.extend(self._send_assign(key, self._index_of(key), now))
         out.extend(self._start_run(target, (), now))
         return out
@@ -719,8 +782,8 @@ class CollectorNode:
         blocks: list[np.ndarray] = []
         for label in sorted(self._records):
             records = self._records[label]
-            if not records:
-                continue
+            if len(records) < self.config.k:
+                continue  # never a group below k (SPEC §4 release)
             group = self._groups[label]
             centroid = self._centroid_of(group)
             conf = np.array(sorted(records), dtype=np.float64)  # sorted: no order information survives
@@ -732,9 +795,11 @@ class CollectorNode:
         self._release_matrix = matrix
         self._release_sizes = tuple(sizes)
         self._release_ids = tuple(ids)
+        rows = matrix.astype("<f8").tobytes()
         release = Release(self.round_id, self.public_key, self.config.columns, tuple(ids), tuple(sizes),
-                          matrix.astype("<f8").tobytes(), self._tree.root)
+                          rows, merkle.rows_root(rows, len(self.config.columns)), self._tree.root)
         self._release_out = Outgoing(topics.release(self.round_id), self._sign(release), retain=True)
+        self._release_digest = codec.payload_digest_of(self._release_out.payload)
         self._resend.clear()
         self._awaiting_verdicts = {key for key in self._registrations
                                    if key not in self._excluded and key not in self._verdicts}
@@ -761,10 +826,16 @@ class CollectorNode:
             out.extend(self._finish(now))
         return out
 
+    def _binds_release(self, verdict: Verdict) -> bool:
+        """A verdict judges one release of one roster (SPEC §7.3): an accept bound to another release
+        or roster (the subject was shown something else) is no accept of this one."""
+        return verdict.release_digest == self._release_digest and self._tree is not None \
+            and verdict.roster_root == self._tree.root
+
     def _finish(self, now: float) -> list[Outgoing]:
         self._deadline = None
         self._enter(CollectorState.DONE)
-        accepted = sum(1 for v in self._verdicts.values() if v.accept)
+        accepted = sum(1 for v in self._verdicts.values() if v.accept and self._binds_release(v))
         self._event(RoundDone(now, len(self._verdicts), accepted))
         return [self._withdraw_announce()]
 
@@ -788,14 +859,8 @@ class CollectorNode:
     # ------------------------------------------------------------------ results
     def outcome(self) -> RoundOutcome:
         verdicts = [
-            {
-                "sid": topics.sid_of(key),
-                "accept": v.accept,
-                "reason": v.reason,
-                "included": v.included,
-                "permutation_distance": v.permutation_distance,
-                "plausible": v.plausible,
-            }
+            {"sid": topics.sid_of(key), "accept": v.accept and self._binds_release(v),
+             "reason": v.reason if not v.accept or self._binds_release(v) else "other_release"}
             for key, v in sorted(self._verdicts.items())
         ]
         excluded: list[dict[str, object]] = [

@@ -33,7 +33,7 @@ from coutil.protocol.messages import (
     Submit,
     Vote,
 )
-from coutil.protocol.shuffle import BlameResult, assign_blame, batch_digest, collector_aad, inner_aad
+from coutil.protocol.shuffle import BlameResult, assign_blame, batch_digest, collector_aad, inner_aad, members_digest
 
 #: The messages a member publishes in her group's runs (the collector hands them to `GroupState.observe`).
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
@@ -42,14 +42,17 @@ GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
 @dataclass
 class RunData:
     keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
-    submissions: dict[bytes, bytes] = field(default_factory=dict)
+    submissions: dict[bytes, Submit] = field(default_factory=dict)
     batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
     votes: dict[bytes, Vote] = field(default_factory=dict)
     reveals: dict[bytes, bytes] = field(default_factory=dict)
     blames: dict[bytes, Blame] = field(default_factory=dict)
     #: Exact envelopes of the run's messages to re-publish when the run stalls (control messages
-    #: first, then every fresh member message except reveals, in arrival order).
-    relay: list[bytes] = field(default_factory=list)
+    #: first, then every fresh member message except reveals, in arrival order), each with the one
+    #: member it is meant for (a submission, a batch before the last) or None (the whole group).
+    relay: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    #: Members whose run_keys or vote stated another view of the roster or of the run.
+    view_mismatch: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +75,8 @@ class GroupState:
     heard_at: float = 0.0
     #: Its deadline is extended because its silence is taken for an outage (until it is heard again).
     suspended: bool = False
+    #: The run's membership digest (SPEC §8.4) as every member must state it.
+    members_digest: bytes = b""
 
     # -------------------------------------------------------------- runs
     def new_run(
@@ -82,6 +87,7 @@ class GroupState:
         self.reveal_sent = False
         self.deadline = deadline
         self.next_relay = None
+        self.members_digest = members_digest(round_id, self.label, self.run, self.members)
         return ShuffleStart(round_id, sender, self.label, self.run, self.members, excluded, deadline)
 
     def closing_message(
@@ -101,7 +107,8 @@ class GroupState:
         self.indices = ()
 
     # -------------------------------------------------------------- observing messages
-    def observe(self, message: GroupMessage, envelope: bytes, now: float, step_timeout: float) -> None:
+    def observe(self, message: GroupMessage, envelope: bytes, now: float, step_timeout: float,
+                roster_root: bytes = b"") -> None:
         run_number = message.run
         if message.group != self.label:
             raise RemoteProtocolError("wrong_group", f"{message.TAG} names another group")
@@ -115,10 +122,19 @@ class GroupState:
             raise RemoteProtocolError("not_a_member", f"{message.TAG} from outside this run")
         d = self.data
         fresh = False
+        target: bytes | None = None
+        if isinstance(message, RunKeys | Vote) and (
+                message.roster_root != roster_root or message.members_digest != self.members_digest):
+            if message.sender not in d.view_mismatch:
+                d.view_mismatch.append(message.sender)
+            raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
+        if isinstance(message, Blame) and self.reveal_sent and not self.no_go:
+            raise RemoteProtocolError("unjustified_blame", "blame after every member voted go")
         if isinstance(message, RunKeys):
             fresh = _store(d.keys, message.sender, (message.outer_kx, message.inner_kx))
         elif isinstance(message, Submit):
-            fresh = _store(d.submissions, message.sender, message.onion)
+            fresh = _store(d.submissions, message.sender, message)
+            target = self.members[0]
         elif isinstance(message, Batch):
             g = len(self.members)
             if not 1 <= message.step <= g or self.members[message.step - 1] != message.sender:
@@ -126,6 +142,7 @@ class GroupState:
             if len(message.items) != g:
                 raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
             fresh = _store(d.batches, message.step, message.items)
+            target = self.members[message.step] if message.step < g else None
         elif isinstance(message, Vote):
             fresh = _store(d.votes, message.sender, message)
         elif isinstance(message, Reveal):
@@ -145,7 +162,7 @@ class GroupState:
             self.deadline = now + step_timeout
             self.next_relay = None
             if not isinstance(message, Reveal):  # an inner secret is for the collector only
-                d.relay.append(envelope)
+                d.relay.append((envelope, target))
 
     def all_keys(self) -> bool:
         return len(self.data.keys) == len(self.members)
@@ -169,6 +186,10 @@ class GroupState:
 
     def blame_complete(self) -> bool:
         return self.no_go and len(self.data.blames) == len(self.members)
+
+    def unjustified_blamers(self) -> list[bytes]:
+        """Members who blamed although every member voted go on the final batch (SPEC §4 share.6)."""
+        return sorted(self.data.blames) if self.ready else []
 
     def reveals_complete(self) -> bool:
         return self.ready and self.reveal_sent and len(self.data.reveals) == len(self.members)
@@ -201,7 +222,11 @@ class GroupState:
         return GroupDone(round_id, sender, self.label, self.run)
 
     def open_records(self, round_id: bytes, collector_kx: crypto.KxKey, width: int) -> list[tuple[float, ...]]:
-        """Open every item of the final batch: inner sealing with all revealed secrets, then our layer."""
+        """Open every item of the final batch: inner sealing with all revealed secrets, then our layer.
+
+        An item that does not open (its author's inner layers are garbage although she voted go) is
+        counted in ``undecryptable`` and left out; the caller releases the group only if at least k
+        records remain (SPEC §4 share.7: never a second run once secrets are out)."""
         final = self.final_batch
         assert final is not None
         secrets = [crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members]
@@ -228,11 +253,13 @@ class GroupState:
         return assign_blame(
             self.members,
             {m: k[0] for m, k in d.keys.items()},
-            d.submissions,
+            {m: sub.onion for m, sub in d.submissions.items()},
             d.batches,
             {m: b.outer_secret for m, b in d.blames.items()},
             {m: b.permutation for m, b in d.blames.items()},
             voters,
+            {m: sub.inner_commitment for m, sub in d.submissions.items()},
+            {m: b.commitment_salt for m, b in d.blames.items()},
             round_id=round_id,
             group=self.label,
             run=self.run,

@@ -193,7 +193,7 @@ class RoundConfig:
 
         The grouping keys appear only for a SafePub round: an MDAV round's manifest (and so its signed
         announce) is the same as before they existed."""
-        entries = [("method", self.grouping), ("protocol", "coutil/v1")]
+        entries = [("method", self.grouping), ("protocol", "coutil/v2")]
         for f in fields(self):
             if f.name in GROUPING_FIELDS and self.grouping == "mdav":
                 continue

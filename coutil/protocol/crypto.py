@@ -38,9 +38,9 @@ TAG_BYTES = 16
 #: Ephemeral public key + Poly1305 tag.
 SEAL_OVERHEAD = KEY_BYTES + TAG_BYTES
 #: Domain separation of signatures (SPEC §7.1) and of the two HKDF uses (SPEC §8.1, §8.2).
-SIGNATURE_DOMAIN = b"coutil/v1\x00"
-SEAL_INFO = b"coutil/v1 seal"
-SEAL_ALL_INFO = b"coutil/v1 seal all"
+SIGNATURE_DOMAIN = b"coutil/v2\x00"
+SEAL_INFO = b"coutil/v2 seal"
+SEAL_ALL_INFO = b"coutil/v2 seal all"
 _ZERO_NONCE = bytes(12)
 
 

@@ -3,7 +3,9 @@
 A node's table (``TRANSITIONS`` in `coutil.protocol.subject` and `coutil.protocol.collector`) is the
 single source for its dispatch and for the spec's state diagrams. A handler is an unbound method
 taking the concrete message class it is listed under; `on` pairs the two, so that the table is
-checked by mypy entry by entry, and the node looks its handler up by ``type(message)``.
+checked by mypy entry by entry, and the node looks its handler up by ``type(message)``. The entry
+calls the node's method *of that name* (bound, looked up on the node), so a subclass overriding a
+handler is dispatched to its override.
 """
 
 from __future__ import annotations
@@ -51,12 +53,17 @@ def on(
 ) -> tuple[type[Message], Handler[NodeT, ContextT]]:
     """A table entry: messages of class ``cls`` go to ``handler``, which takes exactly that class."""
 
+    name = handler.__name__
+
     def dispatch(node: NodeT, message: Message, context: ContextT, now: float) -> list[Outgoing]:
         # The one check that makes the table typed: nodes look handlers up by type(message), so
         # it always holds; it replaces a narrowing assert in every handler.
         if not isinstance(message, cls):
             raise TypeError(f"{message.TAG} routed to the handler of {cls.TAG}")
-        return handler(node, message, context, now)
+        # Through the node's bound method of that name, not the function listed: a subclass that
+        # overrides a handler (coutil.adversary's deviations) is dispatched to its override.
+        bound: Callable[[M, ContextT, float], list[Outgoing]] = getattr(node, name)
+        return bound(message, context, now)
 
     return cls, dispatch
 

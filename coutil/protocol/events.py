@@ -142,13 +142,35 @@ class BlameSent(Event):
 
 @dataclass(frozen=True)
 class VerdictRecorded(Event):
-    """Her audit of the release (only what the verdict itself discloses)."""
+    """Her verdict (only what it discloses: d and the plausibility stay in `SubjectNode.audit`)."""
 
     KIND: ClassVar[str] = "verdict"
     sid: str
     accept: bool
     reason: str
-    permutation_distance: int
+
+
+@dataclass(frozen=True)
+class RunRefused(Event):
+    """She refused a run (or a regrouping) the protocol forbids her to join (SPEC §4 share.1, 7);
+    her verdict reports ``reason``."""
+
+    KIND: ClassVar[str] = "run_refused"
+    sid: str
+    group: int
+    run: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SplitViewSeen(Event):
+    """A member's run_keys or vote stated another roster root or run membership than hers."""
+
+    KIND: ClassVar[str] = "split_view"
+    sid: str
+    group: int
+    run: int
+    member: str
 
 
 SubjectEvent: TypeAlias = (
@@ -164,6 +186,8 @@ SubjectEvent: TypeAlias = (
     | UnpeelableItem
     | BlameSent
     | VerdictRecorded
+    | RunRefused
+    | SplitViewSeen
 )
 
 
@@ -260,6 +284,17 @@ class GroupDissolved(Event):
 
 
 @dataclass(frozen=True)
+class GroupSuppressed(Event):
+    """A group is left out of the release: it lost members after its reveal_open, or fewer than k
+    of its records opened. Never released below k, never re-run."""
+
+    KIND: ClassVar[str] = "suppressed"
+    group: int
+    records: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class GroupMerged(Event):
     """A group fell below k: its ``moved`` members joined group ``into`` (and got a new assign)."""
 
@@ -339,6 +374,7 @@ CollectorEvent: TypeAlias = (
     | RunRelayed
     | MemberExcluded
     | GroupDissolved
+    | GroupSuppressed
     | GroupMerged
     | ReleasePublished
     | VerdictAccepted

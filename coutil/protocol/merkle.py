@@ -28,6 +28,15 @@ def roster_leaf(public_key: bytes, qi: Sequence[float]) -> bytes:
     return bytes(public_key) + struct.pack(f"<{len(qi)}d", *qi)
 
 
+def rows_root(rows: bytes, columns: int) -> bytes:
+    """The release's ``rows_root`` (SPEC §8.3): the RFC 6962 root over its rows, each row's
+    little-endian float64 bytes (8 x ``columns``) one leaf, in release order."""
+    width = 8 * columns
+    if columns <= 0 or len(rows) % width:
+        raise ValueError("rows do not fill the columns")
+    return MerkleTree([rows[i:i + width] for i in range(0, len(rows), width)]).root
+
+
 class MerkleTree:
     """An RFC 6962 tree over ``leaves`` (raw leaf bytes, in roster order)."""
 

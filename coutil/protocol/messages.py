@@ -119,7 +119,11 @@ class ShuffleStart:
 
 @dataclass(frozen=True)
 class RunKeys:
-    """Member -> group. Fresh X25519 keys for this run: outer (mixing layer) and inner (sealing layer)."""
+    """Member -> group. Fresh X25519 keys for this run: outer (mixing layer) and inner (sealing layer).
+
+    ``roster_root`` and ``members_digest`` (`coutil.protocol.shuffle.members_digest`) state the view
+    of the round and of the run she was given: members compare them with their own (split views).
+    """
 
     TAG: ClassVar[str] = "run_keys"
     round_id: bytes
@@ -128,11 +132,15 @@ class RunKeys:
     run: int
     outer_kx: bytes
     inner_kx: bytes
+    roster_root: bytes
+    members_digest: bytes
 
 
 @dataclass(frozen=True)
 class Submit:
-    """Member -> group. Her onion: inner sealing of her collector-encrypted record, then outer layers."""
+    """Member -> the first mixer. Her onion: inner sealing of her collector-encrypted record, then
+    outer layers; and a hiding commitment to her inner-sealed ciphertext (opened only in a blame,
+    where it shows who authored each item of the final batch: a copied onion is attributable)."""
 
     TAG: ClassVar[str] = "submit"
     round_id: bytes
@@ -140,6 +148,7 @@ class Submit:
     group: int
     run: int
     onion: bytes
+    inner_commitment: bytes
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class Vote:
-    """Member -> group. Go when her inner ciphertext is in the final batch, no-go otherwise."""
+    """Member -> group. Go when her inner ciphertext is in the final batch, no-go otherwise; with
+    her view of the roster and of the run's members (as in `RunKeys`)."""
 
     TAG: ClassVar[str] = "vote"
     round_id: bytes
@@ -166,6 +176,8 @@ class Vote:
     run: int
     go: bool
     final_digest: bytes
+    roster_root: bytes
+    members_digest: bytes
 
 
 @dataclass(frozen=True)
@@ -204,6 +216,8 @@ class Blame:
     outer_secret: bytes
     #: For a mixer: output position p holds the peel of input position permutation[p]. Empty if not a mixer.
     permutation: tuple[int, ...]
+    #: Opens her submit's ``inner_commitment`` (SPEC §8.4): who authored which final item.
+    commitment_salt: bytes
 
 
 @dataclass(frozen=True)
@@ -233,7 +247,10 @@ class Release:
     group_ids: tuple[int, ...]
     group_sizes: tuple[int, ...]
     rows: bytes
-    merkle_root: bytes
+    #: RFC 6962 root over the rows (each row's little-endian float64 bytes is a leaf), recomputed by every subject.
+    rows_root: bytes
+    #: The roster this release was computed from (every subject compares it with the one she saw).
+    roster_root: bytes
 
 
 @dataclass(frozen=True)
@@ -248,16 +265,17 @@ class Fetch:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Subject -> collector. Her audit verdict. Never carries confidential values or v."""
+    """Subject -> collector. Her audit verdict: accept, or the reason of her complaint, bound to the
+    release she judged (its payload digest) and the roster she saw. Nothing else: d, v, the
+    plausibility and her values stay on her device."""
 
     TAG: ClassVar[str] = "verdict"
     round_id: bytes
     sender: bytes
     accept: bool
     reason: str
-    included: bool
-    permutation_distance: int
-    plausible: bool
+    release_digest: bytes
+    roster_root: bytes
 
 
 @dataclass(frozen=True)

@@ -16,26 +16,41 @@ from coutil.protocol import crypto
 
 
 def collector_aad(round_id: bytes) -> bytes:
-    return b"coutil/v1 record " + round_id
+    return b"coutil/v2 record " + round_id
 
 
 def inner_aad(round_id: bytes, group: int, run: int) -> bytes:
-    return b"coutil/v1 inner " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big")
+    return b"coutil/v2 inner " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big")
 
 
 def outer_aad(round_id: bytes, group: int, run: int, step: int) -> bytes:
     return (
-        b"coutil/v1 outer " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big") + step.to_bytes(4, "big")
+        b"coutil/v2 outer " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big") + step.to_bytes(4, "big")
     )
 
 
 def batch_digest(items: Sequence[bytes]) -> bytes:
     """Digest of a batch: SHA-256 over the length-prefixed items in order."""
-    h = hashlib.sha256(b"coutil/v1 batch")
+    h = hashlib.sha256(b"coutil/v2 batch")
     for item in items:
         h.update(len(item).to_bytes(4, "big"))
         h.update(item)
     return h.digest()
+
+
+def members_digest(round_id: bytes, group: int, run: int, members: Sequence[bytes]) -> bytes:
+    """A run's membership as a member was told it (SPEC §8.4): carried in `run_keys` and `vote`, so
+    that members shown different memberships (a split view) notice."""
+    h = hashlib.sha256(b"coutil/v2 members" + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big"))
+    for member in members:
+        h.update(member)
+    return h.digest()
+
+
+def inner_commitment(inner_sealed: bytes, salt: bytes) -> bytes:
+    """Hiding commitment to a member's inner-sealed ciphertext (SPEC §8.2): SHA-256 of a domain,
+    a fresh 32-byte salt (revealed only in a blame) and the ciphertext."""
+    return hashlib.sha256(b"coutil/v2 commit" + salt + inner_sealed).digest()
 
 
 def is_permutation(perm: Sequence[int], size: int) -> bool:
@@ -58,6 +73,8 @@ def assign_blame(
     outer_secrets: Mapping[bytes, bytes],
     permutations: Mapping[bytes, Sequence[int]],
     no_go_voters: Sequence[bytes],
+    commitments: Mapping[bytes, bytes] | None = None,
+    salts: Mapping[bytes, bytes] | None = None,
     *,
     round_id: bytes,
     group: int,
@@ -68,7 +85,9 @@ def assign_blame(
     Order of checks: a revealed secret that does not match its published key; then, mixer by
     mixer, an input item that does not peel (its submitter built a malformed onion) or an output
     batch that differs from peel-and-permute of the input (the mixer tampered). If every step is
-    consistent, the members who voted no-go complained falsely.
+    consistent, every member's commitment must open to an item of the final batch, each item
+    claimed by one member only: a member whose commitment does not (she copied someone's onion, or
+    colluded to share a salt) is ``blamed_copy``. Only then did the no-go voters complain falsely.
     """
     g = len(members)
     keys: dict[bytes, crypto.KxKey] = {}
@@ -114,5 +133,32 @@ def assign_blame(
             return BlameResult(((mixer, "blamed_tamper"),), f"step {step}: batch is not a permutation of peels")
         items = expected
         origin = [origin[perm[p]] for p in range(g)]
+    if commitments is not None and salts is not None:
+        copies = _uncommitted(members, items, commitments, salts)
+        if copies:
+            return BlameResult(tuple((m, "blamed_copy") for m in copies),
+                               "a final item without its own author (a copied onion)")
     culprits = tuple((voter, "blamed_false_complaint") for voter in no_go_voters)
     return BlameResult(culprits, "every step consistent: no-go votes were false")
+
+
+def _uncommitted(members: Sequence[bytes], final: Sequence[bytes], commitments: Mapping[bytes, bytes],
+                 salts: Mapping[bytes, bytes]) -> list[bytes]:
+    """Members whose commitment opens to no final item, or to an item another member claims too."""
+    claims: dict[bytes, list[bytes]] = {}
+    bad: list[bytes] = []
+    distinct = set(final)
+    for member in members:
+        salt = salts.get(member, b"")
+        commitment = commitments.get(member)
+        item = next((x for x in distinct if inner_commitment(x, salt) == commitment), None)
+        if item is None:
+            bad.append(member)
+        else:
+            claims.setdefault(item, []).append(member)
+    for claimants in claims.values():
+        if len(claimants) > 1:
+            bad.extend(claimants)
+    # Every item claimed once, but the batch holds duplicates: impossible once each member claims a
+    # distinct item (g members, g items), so nothing more to check.
+    return sorted(bad)

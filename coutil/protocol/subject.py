@@ -20,6 +20,8 @@ from coutil.protocol.events import (
     BlameSent,
     NoGoVoted,
     RosterMissing,
+    RunRefused,
+    SplitViewSeen,
     SubjectEvent,
     SubjectExcluded,
     SubjectGrouped,
@@ -56,7 +58,14 @@ from coutil.protocol.messages import (
 )
 from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_place
 from coutil.protocol.retry import Resender
-from coutil.protocol.shuffle import batch_digest, collector_aad, inner_aad, outer_aad
+from coutil.protocol.shuffle import (
+    batch_digest,
+    collector_aad,
+    inner_aad,
+    inner_commitment,
+    members_digest,
+    outer_aad,
+)
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict, audit_release
 
@@ -85,11 +94,17 @@ class _Run:
     members: tuple[bytes, ...]
     outer: crypto.KxKey
     inner: crypto.KxKey
+    #: Her view of the run (SPEC §8.4), compared with every member's run_keys and vote.
+    members_digest: bytes = b""
     keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)  # member -> (outer, inner)
     submissions: dict[bytes, bytes] = field(default_factory=dict)
     batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
     votes: dict[bytes, Vote] = field(default_factory=dict)
     my_sealed: bytes | None = None
+    #: Opens the commitment to ``my_sealed`` sent with her submission (revealed only in a blame).
+    my_salt: bytes = bytes(32)
+    #: Blames received (a blame without a no-go vote is unjustified: she keeps going).
+    blames: dict[bytes, Blame] = field(default_factory=dict)
     my_permutation: tuple[int, ...] = ()
     my_vote: bool | None = None
     final_digest: bytes | None = None
@@ -135,18 +150,32 @@ class SubjectNode:
         self._register_digest: bytes | None = None
         self._roster_root: bytes | None = None
         self._roster_size: int | None = None
+        self._roster_groups = 0
         #: An assign that arrived before the roster (checked once the roster is here).
         self._pending_assign: tuple[Assign, bytes] | None = None
         self._group: int | None = None
         self._left_groups: set[int] = set()
         self._members: tuple[bytes, ...] = ()
         self._run: _Run | None = None
+        #: Members of her group as her latest verified assign names them: every run's members must be a
+        #: subset of these, and at least k (SPEC §4 share.1).
+        self._assigned: tuple[bytes, ...] = ()
+        #: (group, run) in which she revealed her inner secret: she never takes part in a later run.
+        self._revealed: tuple[int, int] | None = None
+        #: A shuffle_start her assign does not cover, kept while she asks for her current assign.
+        self._pending_start: ShuffleStart | None = None
+        #: Complaints her verdict reports (SPEC §7.3 verdict reasons), first one first.
+        self.complaints: list[str] = []
+        #: Split views seen, by the member whose run_keys or vote disagreed with her view (dropped when
+        #: the collector excludes that member: a lying member, not a lying collector).
+        self._view_complaints: dict[bytes, str] = {}
         self._verdict_digest: bytes | None = None
         self._release_wait_until: float | None = None
         self._now = 0.0
         self._subscriptions_key: object = None
         self._subscriptions: frozenset[str] = frozenset()
         self._member_topics: dict[bytes, str] = {}
+        self._direct_topics: dict[bytes, str] = {}
 
     # ------------------------------------------------------------------ Node interface
     @property
@@ -180,6 +209,7 @@ class SubjectNode:
             subs.update({topics.inbox(rid, self.public_key), topics.roster(rid), topics.release(rid)})
             if self._group is not None and self.state == SubjectState.SHARING:
                 subs.add(topics.group_control(rid, self._group))
+                subs.add(topics.to_subject(rid, self.public_key))
                 for member in self._members:
                     if member != self.public_key:
                         subs.add(self._member_topic(member))
@@ -191,6 +221,14 @@ class SubjectNode:
         if topic is None:
             assert self._round_id is not None
             topic = self._member_topics[member] = topics.subject_group(self._round_id, member)
+        return topic
+
+    def _direct_topic(self, member: bytes) -> str:
+        """The topic on which ``member`` sends a message meant for me alone (memoized)."""
+        topic = self._direct_topics.get(member)
+        if topic is None:
+            assert self._round_id is not None
+            topic = self._direct_topics[member] = topics.subject_to(self._round_id, member, self.public_key)
         return topic
 
     def start(self, now: float) -> list[Outgoing]:
@@ -243,6 +281,9 @@ class SubjectNode:
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
             self._check_origin(message, topic)
+            if sender == self.public_key:
+                # Her own message echoed back (the first mixer's submission to herself, or a relay).
+                raise RemoteProtocolError("own_message", f"{message.TAG} sent by me", ignore=True)
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender))
@@ -266,20 +307,47 @@ class SubjectNode:
             if message.sender not in self._members:
                 raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
             if self._round_id is not None and topic != self._member_topic(message.sender) \
-                    and not self._is_relay_topic(topic):
+                    and topic != self._direct_topic(message.sender) and not self._is_relay_topic(topic):
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
         if self._round_id is not None and message.round_id != self._round_id:
             raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
 
     def _is_relay_topic(self, topic: str) -> bool:
         """The collector relays a stalled run's member messages (exact signed bytes) on the group's
-        control topic, which only the collector may publish on."""
+        control topic, or on her inbox (a message meant for her alone), where only it may publish."""
         return self._round_id is not None and self._group is not None \
-            and topic == topics.group_control(self._round_id, self._group)
+            and topic in (topics.group_control(self._round_id, self._group),
+                          topics.inbox(self._round_id, self.public_key))
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        """Sign ``message`` for ``topic``: every group message she sends passes here (one place for a
+        deviating subclass to alter what she sends)."""
+        return Outgoing(topic, codec.encode(message, self._identity))
 
     def _publish_group(self, message: Message) -> Outgoing:
         assert self._round_id is not None
-        return Outgoing(topics.subject_group(self._round_id, self.public_key), codec.encode(message, self._identity))
+        return self._emit(topics.subject_group(self._round_id, self.public_key), message)
+
+    def _publish_to(self, member: bytes, message: Message) -> Outgoing:
+        """To one fellow member (and the collector, which reads every member topic)."""
+        assert self._round_id is not None
+        return self._emit(topics.subject_to(self._round_id, self.public_key, member), message)
+
+    def _complain(self, reason: str) -> None:
+        if reason not in self.complaints:
+            self.complaints.append(reason)
+
+    def _refuse(self, group: int, run: int, reason: str, now: float) -> list[Outgoing]:
+        """Take no part in this run (SPEC §4 share.1): record it, complain in the verdict, and wait
+        for the release (or fetch it) to audit it like everyone else."""
+        assert self._params is not None
+        self._complain(reason)
+        self._event(RunRefused(now, self.sid, group, run, reason))
+        self._pending_start = None
+        self._resend.clear()
+        self._set_state(SubjectState.AWAIT_RELEASE)
+        self._release_wait_until = now + self._params.step_timeout
+        return []
 
     def _send_fetch(self, what: str, now: float) -> list[Outgoing]:
         assert self._round_id is not None
@@ -339,6 +407,7 @@ class SubjectNode:
             raise RemoteProtocolError("roster_changed", "a second, different roster for this round")
         self._roster_root = message.merkle_root
         self._roster_size = message.n
+        self._roster_groups = message.n_groups
         self._resend.cancel(("fetch", "roster"))
         pending, self._pending_assign = self._pending_assign, None
         if pending is not None:
@@ -372,20 +441,35 @@ class SubjectNode:
         # Assigns are re-sent until acknowledged, so an old copy can arrive after newer news: one for
         # my current group (whose runs' shuffle_start now define the members), or one for a group I
         # have left (a merged group is dissolved for good).
-        if message.group == self._group:
+        if message.group == self._group and message.members == self._assigned:
+            pending = self._pending_start
+            if pending is not None and self._resend.pending(("fetch", "assign")):
+                # The collector answered my fetch with the assign I hold: it does not cover that run.
+                self._resend.cancel(("fetch", "assign"))
+                return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)
         if message.group in self._left_groups:
             raise RemoteProtocolError("stale_run", f"assign for group {message.group}, which I left", ignore=True)
+        if self.state == SubjectState.AWAIT_RELEASE and self._revealed is None:
+            raise RemoteProtocolError("unexpected", "assign while awaiting the release", ignore=True)
+        if self._revealed is not None:
+            # A new group after my inner secret went out: a second opening of overlapping members.
+            return self._refuse(message.group, -1, "regroup_after_reveal", now)
         self._resend.cancel("register")
+        self._resend.cancel(("fetch", "assign"))
         if self._group is not None:
             self._event(SubjectRegrouped(now, self.sid, message.group))
-            self._left_groups.add(self._group)
-            self._run = None
+            if message.group != self._group:
+                self._left_groups.add(self._group)
+                self._run = None
             self._resend.clear()
         self._group = message.group
-        self._members = message.members
+        self._members = self._assigned = message.members
         self._set_state(SubjectState.SHARING)
         self._event(SubjectGrouped(now, self.sid, message.group, len(message.members)))
+        pending, self._pending_start = self._pending_start, None
+        if pending is not None and pending.group == message.group:
+            return self._on_shuffle_start(pending, b"", now)
         return []
 
     # ------------------------------------------------------------------ shuffle
@@ -405,23 +489,49 @@ class SubjectNode:
             raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
         if self._run is not None and message.run <= self._run.number:
             raise RemoteProtocolError("stale_run", f"run {message.run} not newer", ignore=True)
+        assert self._params is not None
+        if self.state == SubjectState.AWAIT_RELEASE and self._revealed is None:
+            raise RemoteProtocolError("unexpected", "shuffle_start while awaiting the release", ignore=True)
+        if self._revealed is not None:
+            # After her reveal no run of hers may follow (SPEC §4 share.7): a run with her in it could
+            # open her record a second time beside other members, one without her is an exclusion
+            # after the collector held her secret. Either way she complains.
+            reason = "rerun_after_reveal" if self.public_key in message.members else "excluded_after_reveal"
+            return self._refuse(message.group, message.run, reason, now)
         if self.public_key not in message.members:
             reasons = dict(message.excluded)
             if reasons.get(self.public_key) == "merged":
                 return []  # a new Assign for the merged group follows
+            if self._view_complaints:
+                # Excluded after she saw a split view: she still audits the release and reports it.
+                return self._refuse(message.group, message.run, next(iter(self._view_complaints.values())), now)
             self._resend.clear()
             self._run = None
             self._set_state(SubjectState.EXCLUDED)
             self._event(SubjectExcluded(now, self.sid, reasons.get(self.public_key, "unknown")))
             return []
-        if list(message.members) != sorted(message.members):
+        if list(message.members) != sorted(message.members) or len(set(message.members)) != len(message.members):
             raise RemoteProtocolError("bad_shuffle_start", "members not in canonical order")
+        if len(message.members) < self._params.k:
+            return self._refuse(message.group, message.run, "run_below_k", now)
+        if not set(message.members) <= set(self._assigned):
+            # Members my assign does not name: a merge whose new assign I have not received yet, or a
+            # collector deviating. Ask for my current assign; if it does not cover the run, refuse.
+            self._pending_start = message
+            if self._resend.pending(("fetch", "assign")):
+                return []
+            return self._send_fetch("assign", now)
+        # A member excluded by the collector was the one whose view disagreed: not a split view.
+        for key, _ in message.excluded:
+            self._view_complaints.pop(key, None)
+        self._pending_start = None
         self._resend.clear()
         self._members = message.members
         self._run = _Run(message.run, message.members, crypto.KxKey.generate(self._rng),
-                         crypto.KxKey.generate(self._rng))
+                         crypto.KxKey.generate(self._rng),
+                         members_digest(self._round_id, message.group, message.run, message.members))
         keys = RunKeys(self._round_id, self.public_key, message.group, message.run,
-                       self._run.outer.public, self._run.inner.public)
+                       self._run.outer.public, self._run.inner.public, self._view_root(), self._run.members_digest)
         self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
         out = self._publish_group(keys)
         self._resend.arm(("keys", message.run), out, now)
@@ -438,10 +548,23 @@ class SubjectNode:
             raise RemoteProtocolError("stale_run", f"run {run} is over", ignore=True)
         return current
 
+    def _view_root(self) -> bytes:
+        return self._roster_root if self._roster_root is not None else bytes(32)
+
+    def _check_view(self, run: _Run, message: RunKeys | Vote, now: float) -> None:
+        """A member's stated view of the roster and of the run must be mine (SPEC §7.3): otherwise
+        one of us was shown another view. Her message is not used, and the verdict reports it
+        unless the collector excludes her (then she was the one lying)."""
+        if message.roster_root != self._view_root() or message.members_digest != run.members_digest:
+            self._view_complaints.setdefault(message.sender, "split_view")
+            self._event(SplitViewSeen(now, self.sid, message.group, message.run, topics.sid_of(message.sender)))
+            raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
+
     def _on_run_keys(self, message: RunKeys, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         if message.sender not in run.members:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
+        self._check_view(run, message, now)
         pair = (message.outer_kx, message.inner_kx)
         previous = run.keys.get(message.sender)
         if previous is not None:
@@ -477,6 +600,7 @@ class SubjectNode:
 
     def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
+        self._check_view(run, message, now)
         previous = run.votes.get(message.sender)
         if previous is not None:
             if previous != message:
@@ -493,8 +617,12 @@ class SubjectNode:
         return self._advance(now)
 
     def _on_blame(self, message: Blame, digest: bytes, now: float) -> list[Outgoing]:
+        # Recorded only: she blames when she sees a no-go vote (or finds a fault herself), never
+        # because someone else blamed. An unjustified blame does not stop her (SPEC §4 share.6).
         run = self._current_run(message.group, message.run)
-        return self._start_blame(run, now) if not run.blamed else []
+        if message.sender not in run.blames:
+            run.blames[message.sender] = message
+        return []
 
     def _on_group_done(self, message: GroupDone, digest: bytes, now: float) -> list[Outgoing]:
         if message.group != self._group:
@@ -529,8 +657,11 @@ class SubjectNode:
             onion = crypto.build_onion(
                 run.my_sealed, outer_publics, lambda j: outer_aad(rid, group, run.number, j), self._rng
             )
+            run.my_salt = self._rng.bytes(32)
             run.submissions[me] = onion
-            msg = self._publish_group(Submit(rid, me, group, run.number, onion))
+            # To the first mixer alone (the collector reads it too): nobody else needs it.
+            msg = self._publish_to(members[0], Submit(rid, me, group, run.number, onion,
+                                                      inner_commitment(run.my_sealed, run.my_salt)))
             self._resend.arm(("submit", run.number), msg, now)
             out.append(msg)
         # 2. My turn to mix: peel my layer from the previous step's items and permute.
@@ -544,11 +675,12 @@ class SubjectNode:
                 inputs = run.batches.get(step - 1)
             if inputs is not None:
                 out.extend(self._mix(run, step, inputs, now))
-        # Seeing the next step's batch acknowledges my own batch, keys and submission. The final
-        # batch is re-sent until group_done: the collector needs it to open the records.
-        if step < g and step + 1 in run.batches:
+        # The final batch (everyone gets it) acknowledges my keys, submission and batch; the next
+        # mixer's batch, if it reaches me, my batch. The final batch itself is re-sent until
+        # group_done: the collector needs it to open the records.
+        if step < g and (step + 1 in run.batches or g in run.batches):
             self._resend.cancel(("batch", run.number))
-        if 1 in run.batches:
+        if g in run.batches or (position == 0 and 1 in run.batches):
             self._resend.cancel(("submit", run.number))
             self._resend.cancel(("keys", run.number))
         # 3. Final batch: vote.
@@ -557,7 +689,7 @@ class SubjectNode:
             run.final_digest = batch_digest(final)
             go = final.count(run.my_sealed) == 1 and len(set(final)) == g
             run.my_vote = go
-            vote = Vote(rid, me, group, run.number, go, run.final_digest)
+            vote = Vote(rid, me, group, run.number, go, run.final_digest, self._view_root(), run.members_digest)
             run.votes[me] = vote
             msg = self._publish_group(vote)
             self._resend.arm(("vote", run.number), msg, now)
@@ -575,9 +707,9 @@ class SubjectNode:
             and all(v.go and v.final_digest == run.final_digest for v in run.votes.values())
         ):
             run.revealed = True
+            self._revealed = (group, run.number)
             # To the collector alone (her up topic): only it opens anything, and no member needs it.
-            msg = Outgoing(topics.subject_up(rid, me),
-                           codec.encode(Reveal(rid, me, group, run.number, run.inner.secret), self._identity))
+            msg = self._emit(topics.subject_up(rid, me), Reveal(rid, me, group, run.number, run.inner.secret))
             self._resend.cancel(("vote", run.number))
             self._resend.arm(("reveal", run.number), msg, now)
             out.append(msg)
@@ -592,7 +724,8 @@ class SubjectNode:
             # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
             self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
             run.my_vote = False
-            vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32))
+            vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32),
+                        self._view_root(), run.members_digest)
             run.votes[self.public_key] = vote
             msg = self._publish_group(vote)
             self._resend.arm(("vote", run.number), msg, now)
@@ -602,7 +735,9 @@ class SubjectNode:
         run.my_permutation = tuple(order)
         items = tuple(peeled[i] for i in run.my_permutation)
         run.batches[step] = items
-        msg = self._publish_group(Batch(self._round_id, self.public_key, self._group, run.number, step, items))
+        batch = Batch(self._round_id, self.public_key, self._group, run.number, step, items)
+        # To the next mixer alone; the final batch to everyone (all vote on it). O(k) bytes per member.
+        msg = self._publish_to(run.members[step], batch) if step < len(run.members) else self._publish_group(batch)
         self._resend.arm(("batch", run.number), msg, now)
         return [msg]
 
@@ -610,7 +745,8 @@ class SubjectNode:
         assert self._round_id is not None and self._group is not None
         run.blamed = True
         self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
-        blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation)
+        blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
+                      run.my_salt)
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
         self._event(BlameSent(now, self.sid, self._group, run.number))
@@ -633,23 +769,29 @@ class SubjectNode:
             caches=self._caches,
         )
         self.audit = result
-        verdict = Verdict(
-            self._round_id,
-            self.public_key,
-            result.accept,
-            result.reason,
-            result.included,
-            result.permutation_distance,
-            result.plausible,
-        )
+        # The release must be of the roster she saw (SPEC §10); protocol complaints come first.
+        if message.roster_root != self._roster_root or not self._consistent_with_roster(message):
+            self._complain("roster_mismatch")
+        complaints = [*self.complaints, *self._view_complaints.values()]
+        accept = result.accept and not complaints
+        reason = complaints[0] if complaints else result.reason
+        verdict = Verdict(self._round_id, self.public_key, accept, reason, digest, self._view_root())
         data = codec.encode(verdict, self._identity)
         self._verdict_digest = codec.payload_digest_of(data)
         self.verdict = verdict
         out = Outgoing(topics.subject_up(self._round_id, self.public_key), data)
         self._resend.arm("verdict", out, now)
         self._set_state(SubjectState.VERDICT_SENT)
-        self._event(VerdictRecorded(now, self.sid, result.accept, result.reason, result.permutation_distance))
+        self._event(VerdictRecorded(now, self.sid, accept, reason))
         return [out]
+
+    def _consistent_with_roster(self, release: Release) -> bool:
+        """What she can check of the release against the roster: no more rows than subjects, group
+        numbers distinct and below the roster's count."""
+        if self._roster_size is None or sum(release.group_sizes) > self._roster_size:
+            return False
+        return len(set(release.group_ids)) == len(release.group_ids) \
+            and all(g < self._roster_groups for g in release.group_ids)
 
     def _on_release_excluded(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
         self._set_state(SubjectState.DONE)
@@ -692,7 +834,13 @@ TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]
         on(GroupDone, SubjectNode._on_group_done),
         on(Release, SubjectNode._on_release),
     ),
-    SubjectState.AWAIT_RELEASE: table(on(Release, SubjectNode._on_release), on(GroupDone, SubjectNode._on_group_done)),
+    SubjectState.AWAIT_RELEASE: table(
+        on(Release, SubjectNode._on_release),
+        on(GroupDone, SubjectNode._on_group_done),
+        # Only to catch a collector re-running or regrouping her after her reveal (SPEC §4 share.7).
+        on(ShuffleStart, SubjectNode._on_shuffle_start),
+        on(Assign, SubjectNode._on_assign),
+    ),
     SubjectState.VERDICT_SENT: table(on(VerdictAck, SubjectNode._on_verdict_ack)),
     SubjectState.DONE: table(),
     SubjectState.EXCLUDED: table(on(Release, SubjectNode._on_release_excluded)),

@@ -11,6 +11,7 @@ payload digest only keys the caches.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 
 import numpy as np
@@ -28,7 +29,7 @@ from coutil.audit.subject import (
 from coutil.audit.subject import (
     build_release_view as build_view,
 )
-from coutil.protocol import codec
+from coutil.protocol import codec, merkle
 from coutil.protocol.messages import Release, RoundParams
 
 #: The subject's verdict (the name the protocol modules use).
@@ -57,6 +58,8 @@ class SharedCaches:
         self._expected: dict[tuple[float, ...], None] = {}
         #: release view key -> record -> (d, v)
         self._audits: dict[bytes, dict[tuple[float, ...], tuple[int, tuple[float, ...]]]] = {}
+        #: payload digest -> the release rows' Merkle root (SPEC §8.3), computed once per release.
+        self._rows_roots: OrderedDict[bytes, bytes] = OrderedDict()
 
     def expect(self, record: tuple[float, ...]) -> None:
         """A hosted subject's whole record (QIs then confidential values), audited in a batch."""
@@ -75,6 +78,15 @@ class SharedCaches:
         if hit is None:
             hit = distances_and_variances(view, [record])[0]
         return hit
+
+    def rows_root(self, release: Release, digest: bytes) -> bytes:
+        """The Merkle root of the release's rows, as a subject recomputes it (keyed by payload digest)."""
+        root = self._rows_roots.get(digest)
+        if root is None:
+            root = self._rows_roots[digest] = merkle.rows_root(release.rows, len(release.columns))
+            while len(self._rows_roots) > self._capacity:
+                self._rows_roots.popitem(last=False)
+        return root
 
     def decode(self, payload: bytes, limits: codec.Limits) -> codec.Decoded:
         return self.decode_cache.decode(payload, limits)
@@ -136,6 +148,9 @@ def audit_release(
         return MALFORMED
     if view.rows.shape[1] != n_qi + len(confidential):
         return MALFORMED
+    if caches.rows_root(release, digest) != release.rows_root:
+        # The rows are not the ones the collector committed to (SPEC §8.3): a forged or split release.
+        return dataclasses.replace(MALFORMED, reason="rows_root_mismatch")
     key = SharedCaches.view_key(digest, params.random_records, n_qi)
     measured = caches.distance_and_variances(key, view, qi + confidential)
     return judge(view, qi=qi, confidential=confidential, group=group, params=audit_params(params),

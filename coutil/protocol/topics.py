@@ -1,15 +1,18 @@
 """MQTT topic grammar (protocol/SPEC.md, section "Topics").
 
 Every publisher writes only under its own prefix, so a broker ACL can confine each subject to
-``coutil/v1/+/s/<her sid>/#`` (the MQTT client id of a subject is her sid):
+``coutil/v2/+/s/<her sid>/#`` (the MQTT client id of a subject is her sid):
 
-- ``coutil/v1/announce``                      collector, retained: the current round's Announce
-- ``coutil/v1/<round>/c/roster``              collector, retained: Roster
-- ``coutil/v1/<round>/c/release``             collector, retained: Release
-- ``coutil/v1/<round>/c/to/<sid>``            collector -> one subject: acks, Assign, re-sends
-- ``coutil/v1/<round>/c/group/<g>``           collector -> group g: ShuffleStart, RevealOpen, GroupDone
-- ``coutil/v1/<round>/s/<sid>/up``            subject -> collector: Register, Verdict, Fetch
-- ``coutil/v1/<round>/s/<sid>/group``         subject -> her group and the collector: shuffle messages
+- ``coutil/v2/announce``                      collector, retained: the current round's Announce
+- ``coutil/v2/<round>/c/roster``              collector, retained: Roster
+- ``coutil/v2/<round>/c/release``             collector, retained: Release
+- ``coutil/v2/<round>/c/to/<sid>``            collector -> one subject: acks, Assign, re-sends
+- ``coutil/v2/<round>/c/group/<g>``           collector -> group g: ShuffleStart, RevealOpen, GroupDone
+- ``coutil/v2/<round>/s/<sid>/up``            subject -> collector: Register, Verdict, Fetch
+- ``coutil/v2/<round>/s/<sid>/group``         subject -> her group and the collector: run_keys, final batch,
+  vote, blame
+- ``coutil/v2/<round>/s/<sid>/to/<rsid>``     subject -> one member (and the collector): a submission to
+  the first mixer, a batch to the next mixer (protocol v2: O(k) bytes per member instead of O(k^2))
 
 ``<round>`` is the hex of the 16-byte round id; ``<sid>`` the hex of the first 16 bytes of the
 subject's per-round Ed25519 public key.
@@ -17,7 +20,7 @@ subject's per-round Ed25519 public key.
 
 from __future__ import annotations
 
-PREFIX = "coutil/v1"
+PREFIX = "coutil/v2"
 ANNOUNCE = f"{PREFIX}/announce"
 
 
@@ -46,7 +49,7 @@ def release(round_id: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/c/release"
 
 
-#: What marks a subject's inbox topic (``coutil/v1/<round>/c/to/<sid>``).
+#: What marks a subject's inbox topic (``coutil/v2/<round>/c/to/<sid>``).
 INBOX_MARK = "/c/to/"
 
 
@@ -66,6 +69,20 @@ def subject_group(round_id: bytes, subject_key: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(subject_key)}/group"
 
 
+def subject_to(round_id: bytes, sender_key: bytes, receiver_key: bytes) -> str:
+    """A member's message meant for one fellow member (the collector reads it too)."""
+    return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(sender_key)}/to/{sid_of(receiver_key)}"
+
+
+def to_subject(round_id: bytes, receiver_key: bytes) -> str:
+    """The filter a subject subscribes to for the member messages meant for her alone."""
+    return f"{PREFIX}/{round_hex(round_id)}/s/+/to/{sid_of(receiver_key)}"
+
+
+def all_subject_to(round_id: bytes) -> str:
+    return f"{PREFIX}/{round_hex(round_id)}/s/+/to/+"
+
+
 def all_subject_up(round_id: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/s/+/up"
 
@@ -77,10 +94,11 @@ def all_subject_group(round_id: bytes) -> str:
 def covering_filter(topic_filter: str) -> str:
     """A filter covering ``topic_filter`` and its siblings: one per round and kind of topic.
 
-    ``coutil/v1/<round>/c/...`` -> ``coutil/v1/<round>/c/#`` and ``coutil/v1/<round>/s/<sid>/<kind>``
-    -> ``coutil/v1/<round>/s/+/<kind>``; anything else is its own cover. A connection hosting many
-    subjects subscribes to these covers and routes locally (`coutil.net.hosting`), for brokers whose
-    cost per message grows with the number of subscriptions.
+    ``coutil/v2/<round>/c/...`` -> ``coutil/v2/<round>/c/#``, ``coutil/v2/<round>/s/<sid>/<kind>``
+    -> ``coutil/v2/<round>/s/+/<kind>`` and ``.../s/<sid>/to/<rsid>`` -> ``.../s/+/to/+``; anything
+    else is its own cover. A connection hosting many subjects subscribes to these covers and routes
+    locally (`coutil.net.hosting`), for brokers whose cost per message grows with the number of
+    subscriptions.
     """
     parts = topic_filter.split("/")
     if len(parts) < 5 or f"{parts[0]}/{parts[1]}" != PREFIX:
@@ -89,6 +107,8 @@ def covering_filter(topic_filter: str) -> str:
         return f"{PREFIX}/{parts[2]}/c/#"
     if parts[3] == "s" and len(parts) == 6:
         return f"{PREFIX}/{parts[2]}/s/+/{parts[5]}"
+    if parts[3] == "s" and len(parts) == 7 and parts[5] == "to":
+        return f"{PREFIX}/{parts[2]}/s/+/to/+"
     return topic_filter
 
 

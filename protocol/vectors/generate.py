@@ -3,7 +3,7 @@
 Run ``python protocol/vectors/generate.py`` to (re)write them, ``--check`` to exit 1 when a file
 differs from what the reference implementation produces now (tests/protocol/test_vectors.py does the
 same check and also verifies every vector). Everything is deterministic: keys are derived from
-labels as ``seed = SHA-256("coutil/v1 vectors " || label)`` and every ephemeral secret is listed.
+labels as ``seed = SHA-256("coutil/v2 vectors " || label)`` and every ephemeral secret is listed.
 
 Conventions of the JSON files: bytes are lower-case hex strings; floats are JSON numbers (shortest
 round-trip form); a message is ``{"type": tag, "fields": {...}}`` with nested structures as objects
@@ -46,15 +46,18 @@ from coutil.protocol.messages import (
     VerdictAck,
     Vote,
 )
-from coutil.protocol.shuffle import collector_aad, inner_aad, outer_aad
+from coutil.protocol.shuffle import collector_aad, inner_aad, inner_commitment, members_digest, outer_aad
 from coutil.sdc.mdav import mdav, mdav_reference
 
 HERE = Path(__file__).resolve().parent
+#: A release's rows (3 columns, 3 rows, little-endian float64) for the rows_root vector (SPEC §8.3).
+RELEASE_ROWS = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0], [35.5, 1.7, -3.25]], "<f8").tobytes()
+V = codec.PROTOCOL_VERSION
 ROUND_ID = bytes.fromhex("00112233445566778899aabbccddeeff")
 
 
 def seed_of(label: str) -> bytes:
-    return hashlib.sha256(b"coutil/v1 vectors " + label.encode()).digest()
+    return hashlib.sha256(b"coutil/v2 vectors " + label.encode()).digest()
 
 
 class ScriptedRandom:
@@ -81,8 +84,12 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
     c, s0, s1 = COLLECTOR.public, SUBJECTS[0].public, SUBJECTS[1].public
     members = tuple(sorted(k.public for k in SUBJECTS))
     params = RoundParams(("age", "height"), ("income",), 3, "mdav", 1700000030.0, 20.0, 60.0, KX[0].public, 1,
-                         1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v1"), ("k", "3")))
+                         1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v2"), ("k", "3")))
     d = hashlib.sha256(b"digest").digest()
+    md = members_digest(ROUND_ID, 0, 1, members[:2])
+    salt = seed_of("commitment salt")
+    onion = bytes(range(100))
+    rows = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes()
     return [
         ("announce", COLLECTOR, Announce(ROUND_ID, c, params)),
         ("register", SUBJECTS[0], Register(ROUND_ID, s0, (34.0, 1.75))),
@@ -90,18 +97,18 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
         ("roster", COLLECTOR, Roster(ROUND_ID, c, 3, d, 1)),
         ("assign", COLLECTOR, Assign(ROUND_ID, c, s0, 0, (d, d[::-1]), d, 0, members, (35.5, 1.7))),
         ("shuffle_start", COLLECTOR, ShuffleStart(ROUND_ID, c, 0, 1, members[:2], ((members[2], "silent"),), 99.5)),
-        ("run_keys", SUBJECTS[1], RunKeys(ROUND_ID, s1, 0, 1, KX[1].public, KX[2].public)),
-        ("submit", SUBJECTS[1], Submit(ROUND_ID, s1, 0, 1, bytes(range(100)))),
+        ("run_keys", SUBJECTS[1], RunKeys(ROUND_ID, s1, 0, 1, KX[1].public, KX[2].public, d, md)),
+        ("submit", SUBJECTS[1], Submit(ROUND_ID, s1, 0, 1, onion, inner_commitment(onion, salt))),
         ("batch", SUBJECTS[1], Batch(ROUND_ID, s1, 0, 1, 2, (b"\x01" * 10, b"\x02" * 10))),
-        ("vote", SUBJECTS[1], Vote(ROUND_ID, s1, 0, 1, True, d)),
+        ("vote", SUBJECTS[1], Vote(ROUND_ID, s1, 0, 1, True, d, d, md)),
         ("reveal_open", COLLECTOR, RevealOpen(ROUND_ID, c, 0, 1, d)),
         ("reveal", SUBJECTS[1], Reveal(ROUND_ID, s1, 0, 1, KX[2].secret)),
-        ("blame", SUBJECTS[1], Blame(ROUND_ID, s1, 0, 1, KX[1].secret, (1, 0))),
+        ("blame", SUBJECTS[1], Blame(ROUND_ID, s1, 0, 1, KX[1].secret, (1, 0), salt)),
         ("group_done", COLLECTOR, GroupDone(ROUND_ID, c, 0, 1)),
-        ("release", COLLECTOR, Release(ROUND_ID, c, ("age", "height", "income"), (0,), (2,),
-                                       np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes(), d)),
+        ("release", COLLECTOR, Release(ROUND_ID, c, ("age", "height", "income"), (0,), (2,), rows,
+                                       merkle.rows_root(rows, 3), d)),
         ("fetch", SUBJECTS[0], Fetch(ROUND_ID, s0, "release")),
-        ("verdict", SUBJECTS[0], Verdict(ROUND_ID, s0, True, "ok", True, 2, True)),
+        ("verdict", SUBJECTS[0], Verdict(ROUND_ID, s0, True, "ok", d[::-1], d)),
         ("verdict_ack", COLLECTOR, VerdictAck(ROUND_ID, c, s0, d)),
     ]
 
@@ -111,7 +118,8 @@ def _pack(value: object) -> bytes:
     return packed
 
 
-def _envelope(payload: bytes, key: crypto.SigningKey, version: object = 1, signature: bytes | None = None) -> bytes:
+def _envelope(payload: bytes, key: crypto.SigningKey, version: object = codec.PROTOCOL_VERSION,
+              signature: bytes | None = None) -> bytes:
     if signature is None:
         signature = key.sign(codec.SIGNATURE_DOMAIN + payload)
     return _pack([version, payload, signature])
@@ -151,10 +159,10 @@ SMALL_ORDER_POINT = b"\x01" + bytes(31)
 
 def invalid_file() -> dict[str, Any]:
     s = SUBJECTS[1]
-    submit = Submit(ROUND_ID, s.public, 0, 1, b"onion")
+    submit = Submit(ROUND_ID, s.public, 0, 1, b"onion", bytes(32))
     good = codec.encode(submit, s)
     sb = _body(submit)
-    vote = _body(Vote(ROUND_ID, s.public, 0, 1, True, bytes(32)))
+    vote = _body(Vote(ROUND_ID, s.public, 0, 1, True, bytes(32), bytes(32), bytes(32)))
     register = _body(Register(ROUND_ID, s.public, (1.0, 2.0)))
     fetch = _body(Fetch(ROUND_ID, s.public, "release"))
     announce = _body(next(m for name, _, m in _sample_messages() if name == "announce"))
@@ -178,13 +186,13 @@ def invalid_file() -> dict[str, Any]:
         ("extension type inside the payload", "not_msgpack",
          _envelope(_pack(["submit", msgpack.ExtType(1, b"x")]), s), {}),
         ("envelope is not an array", "bad_envelope", _pack(1), {}),
-        ("envelope of four entries", "bad_envelope", _pack([1, payload, sig, b""]), {}),
-        ("signature of 63 bytes", "bad_envelope", _pack([1, payload, sig[:63]]), {}),
-        ("payload as str", "bad_envelope", _pack([1, "submit", sig]), {}),
+        ("envelope of four entries", "bad_envelope", _pack([V, payload, sig, b""]), {}),
+        ("signature of 63 bytes", "bad_envelope", _pack([V, payload, sig[:63]]), {}),
+        ("payload as str", "bad_envelope", _pack([V, "submit", sig]), {}),
         ("version as bool", "bad_envelope", _pack([True, payload, sig]), {}),
         ("payload is not an array", "bad_envelope", _envelope(_pack(b"submit"), s), {}),
         ("payload tag is not a str", "bad_envelope", signed(change(sb, 0, 7)), {}),
-        ("version 2", "bad_version", _envelope(payload, s, version=2), {}),
+        ("version 1 (the previous protocol)", "bad_version", _envelope(payload, s, version=1), {}),
         ("unknown tag", "unknown_type", signed(change(sb, 0, "hello")), {}),
         ("one field too many", "bad_field", signed([*sb, 0]), {}),
         ("one field too few", "bad_field", signed(sb[:-1]), {}),
@@ -202,15 +210,15 @@ def invalid_file() -> dict[str, Any]:
         ("control character in a str", "bad_field", signed(change(fetch, 3, "rel\nease")), {}),
         ("nested params with a field missing", "bad_field", signed(change(announce, 3, announce[3][:-1]), COLLECTOR),
          {}),
-        ("flipped signature bit", "bad_signature", _pack([1, payload, bytes([sig[0] ^ 1]) + sig[1:]]), {}),
+        ("flipped signature bit", "bad_signature", _pack([V, payload, bytes([sig[0] ^ 1]) + sig[1:]]), {}),
         ("signed by another key than the sender", "bad_signature", _envelope(payload, SUBJECTS[0]), {}),
-        ("signature without the domain prefix", "bad_signature", _pack([1, payload, s.sign(payload)]), {}),
+        ("signature without the domain prefix", "bad_signature", _pack([V, payload, s.sign(payload)]), {}),
         # The identity point as sender key and as R, with S = 0: the cofactorless equation holds for every
         # message, so plain RFC 8032 verification (OpenSSL's) accepts it. SPEC §8 rejects small-order points.
         ("small-order sender key, identity signature", "bad_signature",
-         _pack([1, _pack(change(sb, 2, SMALL_ORDER_POINT)), SMALL_ORDER_POINT + bytes(32)]), {}),
+         _pack([V, _pack(change(sb, 2, SMALL_ORDER_POINT)), SMALL_ORDER_POINT + bytes(32)]), {}),
         ("message above max_message_bytes", "oversized",
-         codec.encode(Submit(ROUND_ID, s.public, 0, 1, bytes(1000)), s), {"max_message_bytes": 1024}),
+         codec.encode(Submit(ROUND_ID, s.public, 0, 1, bytes(1000), bytes(32)), s), {"max_message_bytes": 1024}),
         ("array of 4097 entries", "oversized", signed(change(_body(Batch(ROUND_ID, s.public, 0, 1, 2, ())), 6,
                                                              [b""] * 4097)), {}),
         ("string above max_string_bytes", "oversized", signed(change(fetch, 3, "x" * 17)), {"max_string_bytes": 16}),
@@ -250,6 +258,11 @@ def crypto_file() -> dict[str, Any]:
                        "layer j sealed to mixer j with its listed ephemeral secret (layers built from g down to 1); "
                        "'after_peel' lists the item after mixers 1..g peeled.",
         "record": {"values": [1000.0, -2.5], "encoded": plaintext.hex()},
+        "members_digest": {"round_id": ROUND_ID.hex(), "group": 2, "run": 1,
+                           "members": [k.public.hex() for k in SUBJECTS],
+                           "digest": members_digest(ROUND_ID, 2, 1, [k.public for k in SUBJECTS]).hex()},
+        "inner_commitment": {"inner": sealed_all.hex(), "salt": seed_of("commitment salt").hex(),
+                             "commitment": inner_commitment(sealed_all, seed_of("commitment salt")).hex()},
         "x25519_keys": [{"secret": k.secret.hex(), "public": k.public.hex()} for k in KX],
         "seal": {"recipient_secret": recipient.secret.hex(), "recipient_public": recipient.public.hex(),
                  "ephemeral_secret": eph.hex(), "plaintext": plaintext.hex(), "aad": aad.hex(),
@@ -276,6 +289,8 @@ def merkle_file() -> dict[str, Any]:
         "empty_root": merkle.MerkleTree([]).root.hex(),
         "roster_leaf": {"key": key.hex(), "qi": [34.0, 1.75], "leaf": merkle.roster_leaf(key, (34.0, 1.75)).hex()},
         "trees": trees,
+        "release_rows_root": {"columns": 3, "rows": RELEASE_ROWS.hex(),
+                              "root": merkle.rows_root(RELEASE_ROWS, 3).hex()},
     }
 
 

@@ -53,7 +53,7 @@ def measure(number: int) -> list[dict[str, object]]:
     their_kx = X25519PrivateKey.from_private_bytes(kx.secret)
     peer = X25519PrivateKey.from_private_bytes(peer_seed).public_key()
     peer_bytes = peer.public_bytes(*RAW)
-    aad = b"coutil/v1 bench"
+    aad = b"coutil/v2 bench"
     nonce = bytes(12)
     sealed = ChaCha20Poly1305(aead_key).encrypt(nonce, plaintext, aad)
     rows = [

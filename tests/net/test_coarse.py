@@ -26,14 +26,14 @@ ROUND = "ab" * 16
 
 
 def test_covering_filters_group_topics_by_round_and_kind() -> None:
-    assert topics.covering_filter(f"coutil/v1/{ROUND}/c/to/0011") == f"coutil/v1/{ROUND}/c/#"
-    assert topics.covering_filter(f"coutil/v1/{ROUND}/c/roster") == f"coutil/v1/{ROUND}/c/#"
-    assert topics.covering_filter(f"coutil/v1/{ROUND}/c/group/3") == f"coutil/v1/{ROUND}/c/#"
-    assert topics.covering_filter(f"coutil/v1/{ROUND}/s/0011/group") == f"coutil/v1/{ROUND}/s/+/group"
-    assert topics.covering_filter(f"coutil/v1/{ROUND}/s/0011/up") == f"coutil/v1/{ROUND}/s/+/up"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/c/to/0011") == f"coutil/v2/{ROUND}/c/#"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/c/roster") == f"coutil/v2/{ROUND}/c/#"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/c/group/3") == f"coutil/v2/{ROUND}/c/#"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/s/0011/group") == f"coutil/v2/{ROUND}/s/+/group"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/s/0011/up") == f"coutil/v2/{ROUND}/s/+/up"
     assert topics.covering_filter(topics.ANNOUNCE) == topics.ANNOUNCE
     assert topics.covering_filter("other/app/x/c/y") == "other/app/x/c/y"
-    for topic_filter in (f"coutil/v1/{ROUND}/c/to/0011", f"coutil/v1/{ROUND}/s/0011/group"):
+    for topic_filter in (f"coutil/v2/{ROUND}/c/to/0011", f"coutil/v2/{ROUND}/s/0011/group"):
         assert topics.matches(topics.covering_filter(topic_filter), topic_filter)
 
 
@@ -42,7 +42,7 @@ class Listener:
 
     def __init__(self, name: str, late_roster: bool) -> None:
         self.client_id = name
-        self.inbox = f"coutil/v1/{ROUND}/c/to/{name}"
+        self.inbox = f"coutil/v2/{ROUND}/c/to/{name}"
         self.late_roster = late_roster
         self.received: list[tuple[str, bytes]] = []
         self.finished = False
@@ -50,7 +50,7 @@ class Listener:
     def subscriptions(self) -> frozenset[str]:
         wanted = {self.inbox}
         if not self.late_roster or self.received:
-            wanted.add(f"coutil/v1/{ROUND}/c/roster")
+            wanted.add(f"coutil/v2/{ROUND}/c/roster")
         return frozenset(wanted)
 
     def start(self, now: float) -> list[Outgoing]:
@@ -59,7 +59,7 @@ class Listener:
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         self.received.append((topic, payload))
         topics_seen = {t for t, _ in self.received}
-        self.finished = {self.inbox, f"coutil/v1/{ROUND}/c/roster"} <= topics_seen
+        self.finished = {self.inbox, f"coutil/v2/{ROUND}/c/roster"} <= topics_seen
         return []
 
     def next_timer(self) -> float | None:
@@ -86,7 +86,7 @@ class Sender:
 
     def start(self, now: float) -> list[Outgoing]:
         self._due = now
-        return [Outgoing(f"coutil/v1/{ROUND}/c/roster", b"roster", retain=True)]
+        return [Outgoing(f"coutil/v2/{ROUND}/c/roster", b"roster", retain=True)]
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         return []
@@ -96,7 +96,7 @@ class Sender:
 
     def on_timer(self, now: float) -> list[Outgoing]:
         self._due = now + 0.2
-        return [Outgoing(f"coutil/v1/{ROUND}/c/to/{name}", name.encode()) for name in self.names]
+        return [Outgoing(f"coutil/v2/{ROUND}/c/to/{name}", name.encode()) for name in self.names]
 
     def drain_events(self) -> list[Event]:
         return []
@@ -118,7 +118,7 @@ def test_each_hosted_node_gets_its_own_messages_and_the_bulletins(coarse: bool) 
     for listener in listeners:
         assert listener.finished, (listener.client_id, listener.received)
         for topic, payload in listener.received:
-            assert topic in (listener.inbox, f"coutil/v1/{ROUND}/c/roster")
+            assert topic in (listener.inbox, f"coutil/v2/{ROUND}/c/roster")
             assert payload in (listener.client_id.encode(), b"roster")
 
 

@@ -24,7 +24,7 @@ from tests.net.helpers import Mosquitto, free_port
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with amqtt) parses compose.yaml")
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
-SUBJECT_WRITE_PATTERN = "coutil/v1/+/s/%c/#"
+SUBJECT_WRITE_PATTERN = "coutil/v2/+/s/%c/#"
 
 
 def _compose() -> dict[str, object]:
@@ -170,12 +170,13 @@ def _acl_rules() -> dict[str | None, list[tuple[str, str]]]:
 
 def test_acl_confines_subjects_to_their_own_topics() -> None:
     rules = _acl_rules()
-    assert ("readwrite", "coutil/v1/#") in rules["collector"]
+    assert ("readwrite", "coutil/v2/#") in rules["collector"]
     # Least privilege: bulletins, groups' traffic, her own inbox; never anyone's registration (s/<sid>/up).
     assert sorted(rules["subject"]) == sorted([
-        ("read", "coutil/v1/announce"), ("read", "coutil/v1/+/c/roster"), ("read", "coutil/v1/+/c/release"),
-        ("read", "coutil/v1/+/c/group/+"), ("read", "coutil/v1/+/s/+/group")])
-    assert sorted(rules[None]) == sorted([("read", "coutil/v1/+/c/to/%c"), ("write", SUBJECT_WRITE_PATTERN)])
+        ("read", "coutil/v2/announce"), ("read", "coutil/v2/+/c/roster"), ("read", "coutil/v2/+/c/release"),
+        ("read", "coutil/v2/+/c/group/+"), ("read", "coutil/v2/+/s/+/group")])
+    assert sorted(rules[None]) == sorted([("read", "coutil/v2/+/c/to/%c"), ("read", "coutil/v2/+/s/+/to/%c"),
+                                          ("write", SUBJECT_WRITE_PATTERN)])
     config = (DOCKER / "mosquitto" / "mosquitto.conf").read_text()
     settings = dict(ln.split(None, 1) for ln in config.splitlines() if ln.strip() and not ln.startswith("#"))
     assert settings["allow_anonymous"] == "false"
@@ -290,25 +291,31 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
         bob_saw: list[str] = []
         async with client("collector-1", "collector") as collector, client("aaaa", "subject") as alice, \
                 client("bbbb", "subject") as bob:
-            await collector.subscribe("coutil/v1/#", qos=1)
-            for topic_filter in ("coutil/v1/+/s/+/up", "coutil/v1/+/c/to/+", "coutil/v1/+/s/+/group"):
+            await collector.subscribe("coutil/v2/#", qos=1)
+            for topic_filter in ("coutil/v2/+/s/+/up", "coutil/v2/+/c/to/+", "coutil/v2/+/s/+/group",
+                                 "coutil/v2/+/s/+/to/+"):
                 await alice.subscribe(topic_filter, qos=1)
             # Bob asks for Alice's registration topic by name: the broker hands him nothing from it.
-            await bob.subscribe("coutil/v1/r1/s/aaaa/up", qos=1)
-            await bob.subscribe("coutil/v1/r1/s/aaaa/group", qos=1)
-            await alice.publish("coutil/v1/r1/s/bbbb/up", b"forged: another sid", qos=1)
-            await alice.publish("coutil/v1/announce", b"forged: collector topic", qos=1)
-            await alice.publish("coutil/v1/r1/c/to/bbbb", b"forged: collector inbox", qos=1)
-            await alice.publish("coutil/v1/r1/s/aaaa/up", b"own up", qos=1)
-            await alice.publish("coutil/v1/r1/s/aaaa/group", b"own group", qos=1)
-            await collector.publish("coutil/v1/r1/c/to/bbbb", b"to bob", qos=1)
-            await collector.publish("coutil/v1/r1/c/to/aaaa", b"to alice", qos=1)
+            await bob.subscribe("coutil/v2/r1/s/aaaa/up", qos=1)
+            await bob.subscribe("coutil/v2/r1/s/aaaa/group", qos=1)
+            await alice.publish("coutil/v2/r1/s/bbbb/up", b"forged: another sid", qos=1)
+            await alice.publish("coutil/v2/announce", b"forged: collector topic", qos=1)
+            await alice.publish("coutil/v2/r1/c/to/bbbb", b"forged: collector inbox", qos=1)
+            await alice.publish("coutil/v2/r1/s/aaaa/up", b"own up", qos=1)
+            await alice.publish("coutil/v2/r1/s/aaaa/group", b"own group", qos=1)
+            # A member's message addressed to another member (protocol v2): only its addressee reads it.
+            await bob.publish("coutil/v2/r1/s/bbbb/to/cccc", b"bob to carol", qos=1)
+            await bob.publish("coutil/v2/r1/s/bbbb/to/aaaa", b"bob to alice", qos=1)
+            await collector.publish("coutil/v2/r1/c/to/bbbb", b"to bob", qos=1)
+            await collector.publish("coutil/v2/r1/c/to/aaaa", b"to alice", qos=1)
             async with asyncio.timeout(10):
-                for who, seen, last in ((collector, collector_saw, "to alice"), (alice, alice_saw, "to alice"),
-                                        (bob, bob_saw, "own group")):
+                # Each ends once it saw everything it should (across publishers, order is not guaranteed).
+                for who, seen, wanted in ((collector, collector_saw, {"to alice", "bob to alice"}),
+                                          (alice, alice_saw, {"to alice", "bob to alice"}),
+                                          (bob, bob_saw, {"own group"})):
                     async for message in who.messages:
                         seen.append(bytes(message.payload).decode())  # type: ignore[arg-type]
-                        if seen[-1] == last:
+                        if wanted <= set(seen):
                             break
         return collector_saw, alice_saw, bob_saw, refused, plain_refused
 
@@ -318,8 +325,10 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
         broker.stop()
     assert refused, "anonymous client was let in"
     assert plain_refused, "a client without TLS was let in"
-    # Messages of one publisher arrive in order, so once the last one arrived nothing forged is in flight.
-    assert collector_saw == ["own up", "own group", "to bob", "to alice"]
-    # A subject reads her own inbox and the groups' traffic, never a registration, not even her own.
-    assert alice_saw == ["own group", "to alice"]
+    # Messages of one publisher arrive in order, so once its last one arrived, its earlier ones (and the
+    # forged ones, dropped) are not in flight any more.
+    assert set(collector_saw) == {"own up", "own group", "bob to carol", "bob to alice", "to bob", "to alice"}
+    # A subject reads her own inbox, the groups' traffic and what is addressed to her; never a
+    # registration (not even her own), another's inbox or a message addressed to someone else.
+    assert sorted(alice_saw) == ["bob to alice", "own group", "to alice"]
     assert bob_saw == ["own group"]

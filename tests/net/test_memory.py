@@ -80,15 +80,15 @@ def test_delivery_to_subscribers_only_and_to_subscribed_publisher() -> None:
 
 def test_retained_message_reaches_late_subscriber_and_empty_clears() -> None:
     bus = MemoryBus(seed=2)
-    bus.add_node("pub", ToyNode(script=[Outgoing("coutil/v1/announce", b"v1", retain=True),
-                                        Outgoing("coutil/v1/announce", b"v2", retain=True),
+    bus.add_node("pub", ToyNode(script=[Outgoing("coutil/v2/announce", b"v1", retain=True),
+                                        Outgoing("coutil/v2/announce", b"v2", retain=True),
                                         Outgoing("x/y", b"not retained")]))
-    late = ToyNode(subs=frozenset({"coutil/v1/announce", "x/y"}))
+    late = ToyNode(subs=frozenset({"coutil/v2/announce", "x/y"}))
     bus.add_node("late", late, start_at=5.0)
     bus.run_until()
     assert [p for _, _, p in late.received] == [b"v2"]
     assert late.received[0][0] >= 5.0
-    assert is_bulletin("coutil/v1/announce") and not is_bulletin("coutil/v1/r/s/x/up")
+    assert is_bulletin("coutil/v2/announce") and not is_bulletin("coutil/v2/r/s/x/up")
     assert bus.traffic["late"].bulletin_received_messages == 1
 
     bus2 = MemoryBus(seed=2)
@@ -237,12 +237,12 @@ def test_subscription_index_matches_exact_and_wildcard_filters() -> None:
     from coutil.net.routing import SubscriptionIndex
 
     index: SubscriptionIndex[str] = SubscriptionIndex()
-    index.update("a", ["coutil/v1/r/s/+/up", "x/y"], [])
+    index.update("a", ["coutil/v2/r/s/+/up", "x/y"], [])
     index.add("x/y", "b")
     index.add("x/#", "c")
     assert index.match("x/y") == {"a", "b", "c"}
-    assert index.match("coutil/v1/r/s/abc/up") == {"a"}
-    assert index.match("coutil/v1/r/s/abc/group") == set()
+    assert index.match("coutil/v2/r/s/abc/up") == {"a"}
+    assert index.match("coutil/v2/r/s/abc/group") == set()
     index.update("a", [], ["x/y"])
     index.discard("x/#", "c")
     index.discard("never/added", "c")  # harmless

@@ -122,7 +122,7 @@ msgpack_values = st.recursive(
 )
 
 
-def _signed(payload: bytes, key: crypto.SigningKey = KEY, version: object = 1) -> bytes:
+def _signed(payload: bytes, key: crypto.SigningKey = KEY, version: object = codec.PROTOCOL_VERSION) -> bytes:
     packed: bytes = msgpack.packb([version, payload, key.sign(codec.SIGNATURE_DOMAIN + payload)], use_bin_type=True)
     return packed
 
@@ -144,7 +144,7 @@ def test_type_confusion_is_rejected(message: Message, data: st.DataObject) -> No
 
 
 def test_field_rules() -> None:
-    good = Submit(bytes(16), KEY.public, 1, 2, b"onion")
+    good = Submit(bytes(16), KEY.public, 1, 2, b"onion", bytes(32))
     body = list(msgpack.unpackb(codec.encode_payload(good), raw=False))
 
     def reason(**changes: Any) -> str:
@@ -182,7 +182,7 @@ def test_float_and_string_rules() -> None:
 
 
 def test_limits() -> None:
-    message = Submit(bytes(16), KEY.public, 1, 2, bytes(70000))
+    message = Submit(bytes(16), KEY.public, 1, 2, bytes(70000), bytes(32))
     data = codec.encode(message, KEY)
     assert _assert_rejected(data, codec.Limits(max_message_bytes=65536)) == "oversized"
     assert codec.decode(data, codec.Limits(max_message_bytes=len(data))).message == message
@@ -196,11 +196,11 @@ def test_limits() -> None:
 
 def test_encode_refuses_what_a_peer_would_reject() -> None:
     with pytest.raises(ValueError):
-        codec.encode(Submit(bytes(16), OTHER.public, 1, 2, b""), KEY)  # sender is not the signer
+        codec.encode(Submit(bytes(16), OTHER.public, 1, 2, b"", bytes(32)), KEY)  # sender is not the signer
     with pytest.raises(ValueError):
-        codec.encode(Submit(bytes(15), KEY.public, 1, 2, b""), KEY)
+        codec.encode(Submit(bytes(15), KEY.public, 1, 2, b"", bytes(32)), KEY)
     with pytest.raises(ValueError):
-        codec.encode(Submit(bytes(16), KEY.public, -1, 2, b""), KEY)
+        codec.encode(Submit(bytes(16), KEY.public, -1, 2, b"", bytes(32)), KEY)
 
 
 def test_encode_coerces_numeric_types() -> None:
@@ -226,8 +226,8 @@ def test_decode_cache_verifies_each_envelope_once_even_after_eviction(monkeypatc
 
     monkeypatch.setattr(crypto, "verify", counting)
     round_id = bytes(16)
-    first = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-1"), KEY)
-    second = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-2"), KEY)
+    first = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-1", bytes(32)), KEY)
+    second = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion-2", bytes(32)), KEY)
     cache = codec.DecodeCache(capacity=1)
     limits = codec.Limits()
     for data in (first, second, first, second, first):  # each decode evicts the other message
@@ -238,7 +238,7 @@ def test_decode_cache_verifies_each_envelope_once_even_after_eviction(monkeypatc
 def test_verified_envelopes_never_excuse_a_different_signature() -> None:
     """Same payload, forged signature: a different envelope, verified (and rejected) on its own."""
     round_id = bytes(16)
-    genuine = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion"), KEY)
+    genuine = codec.encode(Submit(round_id, KEY.public, 1, 0, b"onion", bytes(32)), KEY)
     payload = codec.decode(genuine).payload
     forged = msgpack.packb([codec.PROTOCOL_VERSION, payload, bytes(64)], use_bin_type=True)
     cache = codec.DecodeCache()

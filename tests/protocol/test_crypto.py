@@ -113,7 +113,7 @@ def test_seal_follows_spec_8_1_step_by_step() -> None:
     eph_pub = crypto.KxKey.from_secret(eph_secret).public
     assert sealed[:32] == eph_pub
     shared = eph.exchange(X25519PublicKey.from_public_bytes(recipient.public))
-    key = HKDF(hashes.SHA256(), 32, eph_pub + recipient.public, b"coutil/v1 seal").derive(shared)
+    key = HKDF(hashes.SHA256(), 32, eph_pub + recipient.public, b"coutil/v2 seal").derive(shared)
     assert ChaCha20Poly1305(key).decrypt(bytes(12), sealed[32:], b"aad") == b"hello"
     assert len(sealed) == 5 + crypto.SEAL_OVERHEAD
     assert crypto.open_sealed(recipient, sealed, b"aad") == b"hello"

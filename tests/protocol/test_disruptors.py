@@ -53,21 +53,23 @@ class TamperingMixer(SubjectNode):
 class MalformedSubmitter(SubjectNode):
     """Submits an onion of the right length that no mixer can peel, in run 0."""
 
-    def _publish_group(self, message: Message) -> Outgoing:
+    def _emit(self, topic: str, message: Message) -> Outgoing:
         if isinstance(message, Submit) and message.run == 0:
             message = dataclasses.replace(message, onion=bytes(len(message.onion)))
             assert self._run is not None
             self._run.submissions[self.public_key] = message.onion  # she mixes what she published
-        return super()._publish_group(message)
+        return super()._emit(topic, message)
 
 
 class FalseComplainer(SubjectNode):
     """Votes no-go in run 0 although her ciphertext is in the final batch."""
 
-    def _publish_group(self, message: Message) -> Outgoing:
+    def _emit(self, topic: str, message: Message) -> Outgoing:
         if isinstance(message, Vote) and message.run == 0 and message.go:
             message = dataclasses.replace(message, go=False)
-        return super()._publish_group(message)
+            assert self._run is not None
+            self._run.votes[self.public_key] = message  # she acts on the vote she published (and blames)
+        return super()._emit(topic, message)
 
 
 class Withholder(SubjectNode):

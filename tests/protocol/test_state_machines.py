@@ -42,10 +42,12 @@ SEED = 11
 
 
 class FalseComplainer(SubjectNode):
-    def _publish_group(self, message: Message) -> Outgoing:
+    def _emit(self, topic: str, message: Message) -> Outgoing:
         if isinstance(message, Vote) and message.run == 0 and message.go:
             message = dataclasses.replace(message, go=False)
-        return super()._publish_group(message)
+            assert self._run is not None
+            self._run.votes[self.public_key] = message  # she acts on the vote she published (and blames)
+        return super()._emit(topic, message)
 
 
 @dataclasses.dataclass
@@ -170,7 +172,7 @@ def test_every_message_type_in_every_state(role: str, state: str) -> None:
     replay, node = _reach(role, state)
     module = collector if role == "collector" else subject
     now = replay.bus.now
-    wrong_topic = "coutil/v1/not/a/topic"
+    wrong_topic = "coutil/v2/not/a/topic"
     for publication in _samples():
         _probe(node, module.TRANSITIONS, module.STATE_EDGES, publication.topic, publication.payload, now)
         _probe(node, module.TRANSITIONS, module.STATE_EDGES, wrong_topic, publication.payload, now)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from coutil.protocol import merkle
 from coutil.protocol.messages import Release, RoundParams
 from coutil.protocol.subject_audit import SharedCaches, audit_release
 
@@ -15,7 +18,7 @@ ROUND, COLLECTOR = bytes(16), bytes(32)
 def _release(rows: list[list[float]], sizes: tuple[int, ...], columns: int = 3) -> Release:
     matrix = np.asarray(rows, dtype="<f8").reshape(-1, columns)
     return Release(ROUND, COLLECTOR, ("a", "b", "c")[:columns], tuple(range(len(sizes))), sizes,
-                   matrix.tobytes(), bytes(32))
+                   matrix.tobytes(), merkle.rows_root(matrix.tobytes(), columns), bytes(32))
 
 
 GOOD = [[1, 1, 10], [1, 1, 11], [5, 5, 20], [5, 5, 21], [5, 5, 22]]
@@ -49,8 +52,17 @@ def test_malformed_releases_are_complaints_not_crashes() -> None:
     assert _audit(two_columns).reason == "malformed_release"  # type: ignore[attr-defined]
     wrong_sizes = _release(GOOD, (2, 2))
     assert _audit(wrong_sizes).reason == "malformed_release"  # type: ignore[attr-defined]
-    ragged = Release(ROUND, COLLECTOR, ("a", "b", "c"), (0,), (1,), b"\x00" * 20, bytes(32))
+    ragged = Release(ROUND, COLLECTOR, ("a", "b", "c"), (0,), (1,), b"\x00" * 20, bytes(32), bytes(32))
     assert _audit(ragged).reason == "malformed_release"  # type: ignore[attr-defined]
+
+
+def test_a_release_whose_rows_root_does_not_match_its_rows_is_a_complaint() -> None:
+    """Protocol v2: the rows root is recomputed from the rows (SPEC §8.3); one row changed is caught."""
+    good = _release(GOOD, (2, 3))
+    assert _audit(good).reason == "ok"  # type: ignore[attr-defined]
+    other = _release([[1, 1, 10], [1, 1, 11], [5, 5, 20], [5, 5, 21], [5, 5, 23]], (2, 3))
+    forged = dataclasses.replace(other, rows_root=good.rows_root)
+    assert _audit(forged).reason == "rows_root_mismatch"  # type: ignore[attr-defined]
 
 
 def test_distance_below_the_promise_is_a_complaint() -> None:

@@ -127,10 +127,12 @@ def test_every_event_class_renders_a_json_trace_line() -> None:
 
 
 class FalseComplainer(SubjectNode):
-    def _publish_group(self, message: Message) -> Outgoing:
+    def _emit(self, topic: str, message: Message) -> Outgoing:
         if isinstance(message, Vote) and message.run == 0 and message.go:
             message = dataclasses.replace(message, go=False)
-        return super()._publish_group(message)
+            assert self._run is not None
+            self._run.votes[self.public_key] = message  # she acts on the vote she published (and blames)
+        return super()._emit(topic, message)
 
 
 def test_a_whole_round_emits_only_its_declared_events() -> None:
@@ -188,5 +190,5 @@ def test_a_whole_round_emits_only_its_declared_events() -> None:
 
 def test_a_rejection_of_undecodable_bytes_has_no_sender() -> None:
     someone = SubjectNode(collector_key=bytes(32), qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(1))
-    someone.receive("coutil/v1/announce", b"\x93garbage", 0.0)
+    someone.receive("coutil/v2/announce", b"\x93garbage", 0.0)
     assert someone.rejections[-1].sender is None and not someone.rejections[-1].ignored

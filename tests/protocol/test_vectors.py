@@ -171,3 +171,27 @@ def test_grouping_vector() -> None:
     assert result.groups.tolist() == v["groups"]
     assert np.asarray(result.centroids).tolist() == v["centroids"]
     assert min(np.bincount(result.groups)) >= v["k"]
+
+
+def test_v2_view_and_commitment_vectors() -> None:
+    from coutil.protocol.shuffle import inner_commitment, members_digest
+
+    v = CRYPTO["members_digest"]
+    members = [bytes.fromhex(m) for m in v["members"]]
+    assert members_digest(bytes.fromhex(v["round_id"]), v["group"], v["run"], members).hex() == v["digest"]
+    c = CRYPTO["inner_commitment"]
+    assert inner_commitment(bytes.fromhex(c["inner"]), bytes.fromhex(c["salt"])).hex() == c["commitment"]
+    r = MERKLE["release_rows_root"]
+    rows = bytes.fromhex(r["rows"])
+    assert merkle.rows_root(rows, r["columns"]).hex() == r["root"]
+    width = 8 * r["columns"]
+    assert merkle.MerkleTree([rows[i:i + width] for i in range(0, len(rows), width)]).root.hex() == r["root"]
+
+
+def test_vectors_speak_protocol_v2() -> None:
+    from coutil.protocol import topics
+
+    assert codec.PROTOCOL_VERSION == 2 and topics.PREFIX == "coutil/v2"
+    assert codec.SIGNATURE_DOMAIN == b"coutil/v2\x00" and MESSAGES["signature_domain"] == b"coutil/v2\x00".hex()
+    for vector in MESSAGES["valid"]:
+        assert bytes.fromhex(vector["envelope"])[1] == 2  # msgpack [2, payload, signature]
