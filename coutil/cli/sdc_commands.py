@@ -22,6 +22,9 @@ on stderr with exit code 2 (the commands use `OneLineErrorsCommand`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -172,44 +175,83 @@ def _write_release(table: CsvTable, data: Dataset, released: FloatMatrix, output
     write_csv(output, table.header, replace_columns(table, data.with_values(released)))
 
 
-def _finish(
-    table: CsvTable,
-    data: Dataset,
-    output: Path,
+def _check_parameter(name: str, value: float, low: float, high: float | None = None) -> None:
+    if not np.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        # '1e400' reaches here as inf: say that it is not finite rather than out of range.
+        problem = "not a finite number; " if not np.isfinite(value) else ""
+        raise InputError(f"bad {name} {value:g}: {problem}expected a number {bound}")
+
+
+@contextmanager
+def _progress_steps(json_output: bool, label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress task of ``total`` steps (shown only to a person at a terminal); yields ``advance(steps)``."""
+    with progress(enabled=_show_progress(json_output)) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda steps: bar.advance(task, steps)
+
+
+@dataclass(frozen=True)
+class Masked:
+    """What one anonymization method hands back to `_anonymize`: the masked values and what to report.
+
+    ``parameters`` and ``extra`` go into the report in their order (``extra`` after ``output``);
+    ``groups`` (MDAV's partition) adds ``partition_sse_sst_percent``.
+    """
+
+    values: FloatMatrix
+    parameters: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    groups: NDArray[np.intp] | None = None
+
+
+def _anonymize(
     method: str,
-    parameters: dict[str, Any],
-    masked: FloatMatrix,
+    input_csv: Path,
+    output: Path,
+    columns: str | None,
+    ordinal: list[str] | None,
     decimals: int | None,
     json_output: bool,
-    extra: dict[str, Any] | None = None,
-    groups: NDArray[np.intp] | None = None,
+    mask: Callable[[Dataset], Masked],
+    seed: int | None = None,
+    force: bool = False,
 ) -> None:
-    """Write the release, measure its information loss and report it (JSON or one line on stderr).
+    """The skeleton of every `anonymize` command, around the method's own ``mask`` of the loaded columns.
 
-    SSE/SST and IL1s are both measured on the values as written, so that they describe the same
-    file (and match `coutil info-loss` on it). With ``groups`` (MDAV) the partition's SSE/SST, on
-    the unrounded centroids, is reported beside them as ``partition_sse_sst_percent``.
+    The command has checked its own options; here the shared ones are checked (--seed, then
+    --decimals), the selected columns loaded, ``mask`` run (it may check more against the data,
+    e.g. k <= n), the release written with INPUT's header and row order, and reported (JSON or one
+    line on stderr). SSE/SST and IL1s are both measured on the values as written, so that they
+    describe the same file (and match `coutil info-loss` on it). With ``groups`` (MDAV) the
+    partition's SSE/SST, on the unrounded centroids, is reported beside them as
+    ``partition_sse_sst_percent``.
     """
     from coutil.sdc.infoloss import il1s, sse_sst_percent_groups, sse_sst_percent_pair
 
-    released = _released_values(data, masked, decimals)
+    if seed is not None:
+        _check_seed(seed)
+    _check_decimals(decimals)
+    table, data = _load_input(input_csv, columns, ordinal, output, force)
+    masked = mask(data)
+    released = _released_values(data, masked.values, decimals)
     _write_release(table, data, released, output)
     sse = sse_sst_percent_pair(data.values, released)
     report: dict[str, Any] = {
         "n": data.n,
         "method": method,
-        "parameters": parameters,
+        "parameters": masked.parameters,
         "columns": list(data.names),
         "input": table.path,
         "output": str(output),
-        **(extra or {}),
+        **masked.extra,
         "sse_sst_percent": sse,
         "il1s": il1s(data.values, released),
         "sse_sst_basis": WRITTEN_BASIS,
     }
     partition = ""
-    if groups is not None:
-        report["partition_sse_sst_percent"] = sse_sst_percent_groups(data.values, groups)
+    if masked.groups is not None:
+        report["partition_sse_sst_percent"] = sse_sst_percent_groups(data.values, masked.groups)
         partition = f" (partition before rounding: {report['partition_sse_sst_percent']:.2f}%)"
     if json_output:
         emit_json(report)
@@ -220,15 +262,9 @@ def _finish(
         )
 
 
-def _check_parameter(name: str, value: float, low: float, high: float | None = None) -> None:
-    if not np.isfinite(value) or value < low or (high is not None and value > high):
-        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        # '1e400' reaches here as inf: say that it is not finite rather than out of range.
-        problem = "not a finite number; " if not np.isfinite(value) else ""
-        raise InputError(f"bad {name} {value:g}: {problem}expected a number {bound}")
-
-
 # --------------------------------------------------------------------------------------- anonymize
+# One thin command per method: its options (in the order of its --help), its own checks, and the
+# masking call; `_anonymize` does the rest.
 
 
 @anonymize_app.command("mdav", cls=OneLineErrorsCommand)
@@ -257,32 +293,30 @@ def mdav_command(
     SSE/SST (on z-scored attributes) and IL1s describe the values as written; the partition's
     SSE/SST before any rounding is reported too (partition_sse_sst_percent in --json).
     """
-    from coutil.sdc.mdav import mdav_with_progress
-
     if k < 1:
         raise InputError(f"bad --k {k}: expected a positive integer")
     if block_size is not None and block_size < 2 * k:
         raise InputError(f"bad --block-size {block_size}: expected at least 2k = {2 * k}")
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    if data.n < k:
-        raise InputError(f"{input_csv}: {data.n} records, fewer than k = {k}")
-    with progress(enabled=_show_progress(json_output)) as bar:
-        task = bar.add_task(f"MDAV k={k}: records grouped", total=data.n)
-        result = mdav_with_progress(
-            data.values, k, lambda size: bar.advance(task, size), block_size=block_size
-        )
-    groups = np.asarray(result.groups, dtype=np.intp)
-    sizes = np.asarray(result.sizes)
-    extra = {
-        "k": k,
-        "groups": int(result.n_groups),
-        "min_group_size": int(sizes.min()),
-        "max_group_size": int(sizes.max()),
-        "exact": block_size is None or data.n <= block_size,
-    }
-    parameters: dict[str, Any] = {"k": k} if block_size is None else {"k": k, "block_size": block_size}
-    _finish(table, data, output, "mdav", parameters, result.masked(), decimals, json_output, extra, groups)
+
+    def mask(data: Dataset) -> Masked:
+        from coutil.sdc.mdav import mdav_with_progress
+
+        if data.n < k:
+            raise InputError(f"{input_csv}: {data.n} records, fewer than k = {k}")
+        with _progress_steps(json_output, f"MDAV k={k}: records grouped", data.n) as advance:
+            result = mdav_with_progress(data.values, k, advance, block_size=block_size)
+        sizes = np.asarray(result.sizes)
+        extra = {
+            "k": k,
+            "groups": int(result.n_groups),
+            "min_group_size": int(sizes.min()),
+            "max_group_size": int(sizes.max()),
+            "exact": block_size is None or data.n <= block_size,
+        }
+        parameters: dict[str, Any] = {"k": k} if block_size is None else {"k": k, "block_size": block_size}
+        return Masked(result.masked(), parameters, extra, np.asarray(result.groups, dtype=np.intp))
+
+    _anonymize("mdav", input_csv, output, columns, ordinal, decimals, json_output, mask, force=force)
 
 
 @anonymize_app.command("rankswap", cls=OneLineErrorsCommand)
@@ -304,24 +338,23 @@ def rankswap_command(
 
     Each attribute is swapped independently; marginal distributions are preserved exactly.
     """
-    from coutil.sdc.masking import rank_swap, rank_swap_window
-
     _check_parameter("--p", p, 0.0, 100.0)
-    _check_seed(seed)
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    window = rank_swap_window(data.n, p)
-    if window < 1 and not json_output:
-        # mu-Argus semantics: a window of p*n/100 < 1 rank leaves every value in place.
-        err_console.print(
-            f"warning: --p {p:g} of {data.n} records is a window of {p * data.n / 100:g} ranks (< 1): "
-            f"nothing is swapped; use --p of at least {100 / data.n:.3g}"
-        )
-    with progress(enabled=_show_progress(json_output)) as bar:
-        task = bar.add_task(f"rank swapping p={p:g}%: attributes", total=data.m)
-        masked = rank_swap(data.values, p, seed, on_column=lambda _: bar.advance(task))
-    parameters = {"p": p, "seed": seed, "window_ranks": window}
-    _finish(table, data, output, "rankswap", parameters, masked, decimals, json_output)
+
+    def mask(data: Dataset) -> Masked:
+        from coutil.sdc.masking import rank_swap, rank_swap_window
+
+        window = rank_swap_window(data.n, p)
+        if window < 1 and not json_output:
+            # mu-Argus semantics: a window of p*n/100 < 1 rank leaves every value in place.
+            err_console.print(
+                f"warning: --p {p:g} of {data.n} records is a window of {p * data.n / 100:g} ranks (< 1): "
+                f"nothing is swapped; use --p of at least {100 / data.n:.3g}"
+            )
+        with _progress_steps(json_output, f"rank swapping p={p:g}%: attributes", data.m) as advance:
+            masked = rank_swap(data.values, p, seed, on_column=lambda _: advance(1))
+        return Masked(masked, {"p": p, "seed": seed, "window_ranks": window})
+
+    _anonymize("rankswap", input_csv, output, columns, ordinal, decimals, json_output, mask, seed=seed, force=force)
 
 
 @anonymize_app.command("noise", cls=OneLineErrorsCommand)
@@ -342,11 +375,11 @@ def noise_command(
     from coutil.sdc.masking import additive_noise
 
     _check_parameter("--a", a, 0.0)
-    _check_seed(seed)
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    masked = additive_noise(data.values, a, seed)
-    _finish(table, data, output, "noise", {"a": a, "seed": seed}, masked, decimals, json_output)
+
+    def mask(data: Dataset) -> Masked:
+        return Masked(additive_noise(data.values, a, seed), {"a": a, "seed": seed})
+
+    _anonymize("noise", input_csv, output, columns, ordinal, decimals, json_output, mask, seed=seed, force=force)
 
 
 @anonymize_app.command("mult-noise", cls=OneLineErrorsCommand)
@@ -367,11 +400,11 @@ def mult_noise_command(
     from coutil.sdc.masking import multiplicative_noise
 
     _check_parameter("--a", a, 0.0, 1.0)
-    _check_seed(seed)
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    masked = multiplicative_noise(data.values, a, seed)
-    _finish(table, data, output, "mult-noise", {"a": a, "seed": seed}, masked, decimals, json_output)
+
+    def mask(data: Dataset) -> Masked:
+        return Masked(multiplicative_noise(data.values, a, seed), {"a": a, "seed": seed})
+
+    _anonymize("mult-noise", input_csv, output, columns, ordinal, decimals, json_output, mask, seed=seed, force=force)
 
 
 @anonymize_app.command("synthetic", cls=OneLineErrorsCommand)
@@ -392,11 +425,35 @@ def synthetic_command(
     """
     from coutil.sdc.masking import synthetic_normal
 
-    _check_seed(seed)
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    masked = synthetic_normal(data.values, seed)
-    _finish(table, data, output, "synthetic", {"seed": seed}, masked, decimals, json_output)
+
+    def mask(data: Dataset) -> Masked:
+        return Masked(synthetic_normal(data.values, seed), {"seed": seed})
+
+    _anonymize("synthetic", input_csv, output, columns, ordinal, decimals, json_output, mask, seed=seed, force=force)
+
+
+def _parse_scales(scales: str | None, data: Dataset) -> tuple[list[float], str]:
+    """`anonymize local`'s scales and where they come from; without --scales, all records' (with a warning)."""
+    if scales is None:
+        # On stderr even with --json (stdout stays one JSON object); soft_wrap keeps it on one line.
+        err_console.print(
+            "warning: no --scales given: the noise scales are the standard deviations of all "
+            f"{data.n} input records, which no subject could compute from her own record (not local "
+            "information); pass the public scales with --scales s1,s2,... (one per column)",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        return [float(s) for s in data.values.std(axis=0)], ALL_RECORDS_SCALES
+    try:
+        scale_values = [float(s) for s in scales.split(",")]
+    except ValueError:
+        raise InputError(f"bad --scales {scales!r}: expected comma-separated numbers") from None
+    if len(scale_values) != data.m:
+        raise InputError(f"--scales has {len(scale_values)} values but {data.m} columns are selected")
+    if not all(np.isfinite(s) and s >= 0 for s in scale_values):
+        raise InputError(f"bad --scales {scales!r}: scales must be finite and non-negative")
+    return scale_values, "--scales"
 
 
 @anonymize_app.command("local", cls=OneLineErrorsCommand)
@@ -433,34 +490,13 @@ def local_command(
     from coutil.sdc.masking import local_anonymization
 
     _check_parameter("--a", a, 0.0)
-    _check_seed(seed)
-    _check_decimals(decimals)
-    table, data = _load_input(input_csv, columns, ordinal, output, force)
-    if scales is None:
-        scale_values = [float(s) for s in data.values.std(axis=0)]
-        scale_source = ALL_RECORDS_SCALES
-        # On stderr even with --json (stdout stays one JSON object); soft_wrap keeps it on one line.
-        err_console.print(
-            "warning: no --scales given: the noise scales are the standard deviations of all "
-            f"{data.n} input records, which no subject could compute from her own record (not local "
-            "information); pass the public scales with --scales s1,s2,... (one per column)",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
-    else:
-        try:
-            scale_values = [float(s) for s in scales.split(",")]
-        except ValueError:
-            raise InputError(f"bad --scales {scales!r}: expected comma-separated numbers") from None
-        if len(scale_values) != data.m:
-            raise InputError(f"--scales has {len(scale_values)} values but {data.m} columns are selected")
-        if not all(np.isfinite(s) and s >= 0 for s in scale_values):
-            raise InputError(f"bad --scales {scales!r}: scales must be finite and non-negative")
-        scale_source = "--scales"
-    masked = local_anonymization(data.values, scale_values, a, seed)
-    parameters = {"a": a, "seed": seed, "scales": scale_values, "scales_from": scale_source}
-    _finish(table, data, output, "local", parameters, masked, decimals, json_output)
+
+    def mask(data: Dataset) -> Masked:
+        scale_values, scale_source = _parse_scales(scales, data)
+        masked = local_anonymization(data.values, scale_values, a, seed)
+        return Masked(masked, {"a": a, "seed": seed, "scales": scale_values, "scales_from": scale_source})
+
+    _anonymize("local", input_csv, output, columns, ordinal, decimals, json_output, mask, seed=seed, force=force)
 
 
 # --------------------------------------------------------------------------------------- info-loss

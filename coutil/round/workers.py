@@ -40,6 +40,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.round.nodes import build_subject_nodes
 from coutil.sdc.dataset import Dataset
+from coutil.sdc.partition import split_in_parts
 
 #: Seconds between two batches of events sent by a worker.
 EVENT_BATCH_SECONDS = 0.2
@@ -94,29 +95,8 @@ def split_rows_by_qi(qi: NDArray[np.float64], workers: int) -> list[tuple[int, .
     """
     if workers < 1:
         raise ValueError("at least one worker")
-    values = np.asarray(qi, dtype=np.float64)
-    if values.ndim == 1:
-        values = values[:, None]
-    if values.shape[0] == 0:
-        return [() for _ in range(workers)]
-    spread = values.std(axis=0)
-    z = (values - values.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-    slices: list[tuple[int, ...]] = []
-
-    def split(index: NDArray[np.intp], parts: int) -> None:
-        if parts == 1:
-            slices.append(tuple(int(i) for i in np.sort(index)))
-            return
-        left_parts = parts // 2
-        cut = round(index.size * left_parts / parts)
-        sub = z[index]
-        axis = int(np.argmax(np.ptp(sub, axis=0))) if sub.shape[1] and index.size else 0
-        order = np.argsort(sub[:, axis], kind="stable") if sub.shape[1] else np.arange(index.size)
-        split(index[order[:cut]], left_parts)
-        split(index[order[cut:]], parts - left_parts)
-
-    split(np.arange(values.shape[0], dtype=np.intp), workers)
-    return slices
+    # The median split of `coutil.sdc.partition` (the one mdav_partitioned uses for its blocks).
+    return [tuple(int(i) for i in rows) for rows in split_in_parts(qi, workers)]
 
 
 #: What a worker sends to the main process: ("events", [(node id, event), ...]) or ("done", WorkerReport).

@@ -11,6 +11,8 @@ The Python API, module by module (every function raises `coutil.errors.InputErro
   (MDAV, rank swapping, t-closeness) use the ranks, and outputs write the nearest category back.
 - `coutil.sdc.mdav`: `mdav(values, k)`, exact classic MDAV (`mdav_partitioned` for very large n,
   `mdav_with_progress` for a progress display).
+- `coutil.sdc.partition`: median splits of the records into slices of neighbours: `split_in_blocks(z,
+  max_size)` (the blocks of `mdav_partitioned`) and `split_in_parts(values, parts)` (N balanced slices).
 - `coutil.sdc.masking`: rank swapping, additive and multiplicative noise, synthetic data, local
   anonymization; each takes a ``seed`` and is reproducible.
 - `coutil.sdc.infoloss`: `information_loss(original, masked)`: SSE/SST, IL1s (a mean), preservation of

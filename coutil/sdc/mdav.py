@@ -38,8 +38,8 @@ inequality bounds the drift). Both paths share the grid, the centroid formula an
 formula, so the tests compare their groups and centroids bit for bit.
 
 `mdav_partitioned` splits very large data sets into spatially compact blocks (k-d style median
-splits on the z-scores) and runs exact MDAV inside each block; it is not equal to MDAV, only close in
-SSE/SST (see simulations/bench/bench_mdav.py).
+splits on the z-scores, `coutil.sdc.partition.split_in_blocks`) and runs exact MDAV inside each
+block; it is not equal to MDAV, only close in SSE/SST (see simulations/bench/bench_mdav.py).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from threadpoolctl import ThreadpoolController
 
 from coutil.errors import InputError
 from coutil.sdc.dataset import Dataset
+from coutil.sdc.partition import split_in_blocks
 from coutil.sdc.stats import group_centroids
 
 FloatMatrix = NDArray[np.float64]
@@ -456,24 +457,6 @@ def mdav_with_progress(
 # ------------------------------------------------------------------------------------------ partitioned
 
 
-def _split_blocks(z: FloatMatrix, block_size: int) -> list[IntArray]:
-    """Median splits on the attribute of widest spread until every block holds at most ``block_size``."""
-    blocks: list[IntArray] = []
-    stack = [np.arange(z.shape[0], dtype=np.intp)]
-    while stack:
-        index = stack.pop()
-        if index.size <= block_size:
-            blocks.append(np.sort(index))
-            continue
-        sub = z[index]
-        dim = int(np.argmax(np.ptp(sub, axis=0)))
-        half = index.size // 2
-        order = np.argsort(sub[:, dim], kind="stable")
-        stack.append(index[order[half:]])
-        stack.append(index[order[:half]])
-    return blocks
-
-
 def mdav_partitioned(values: FloatMatrix, k: int, block_size: int = 50_000) -> Microaggregation:
     """MDAV for very large n: split into compact blocks of at most ``block_size`` records, exact MDAV in each.
 
@@ -497,7 +480,7 @@ def _partitioned(x: FloatMatrix, k: int, block_size: int, on_group: GroupCallbac
         return _result(x, _mdav_labels(data, k, on_group), k)
     groups = np.empty(n, dtype=np.intp)
     offset = 0
-    for block in _split_blocks(data.values, int(block_size)):
+    for block in split_in_blocks(data.values, int(block_size)):
         sub = GridData(np.ascontiguousarray(data.values[block]), data.integers[block], data.bits)
         labels = _mdav_labels(sub, k, on_group)
         groups[block] = labels + offset
