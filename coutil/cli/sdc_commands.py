@@ -168,7 +168,26 @@ def _released_values(data: Dataset, masked: FloatMatrix, decimals: int | None) -
         elif decimals is not None:
             # +0.0 turns the -0.0 that rounding small negatives gives into 0 for the CSV.
             released[:, j] = np.round(released[:, j], decimals) + 0.0
+        else:
+            released[:, j] = round_significant(released[:, j])
     return released
+
+
+#: Without --decimals, released numbers keep this many significant digits: a mean such as MDAV's
+#: centroid is written 64.52, not 64.52000000000001 (binary float noise that no survey value carries).
+SIGNIFICANT_DIGITS = 12
+
+
+def round_significant(values: FloatMatrix, digits: int = SIGNIFICANT_DIGITS) -> FloatMatrix:
+    """``values`` rounded to ``digits`` significant digits (0, inf and nan unchanged)."""
+    x = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(x) & (x != 0)
+    out = x.copy()
+    magnitude = np.floor(np.log10(np.abs(x[finite])))
+    scale = 10.0 ** (digits - 1 - magnitude)
+    # Dividing the rounded integer by a power of ten gives the double nearest the decimal.
+    out[finite] = np.round(x[finite] * scale) / scale
+    return out
 
 
 def _write_release(table: CsvTable, data: Dataset, released: FloatMatrix, output: Path) -> None:
