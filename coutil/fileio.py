@@ -19,6 +19,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -188,3 +189,23 @@ def refuse_overwriting_inputs(outputs: Mapping[str, Path | None], inputs: Mappin
                 what = "holds" if out_name in as_directory else "is"
                 raise InputError(f"{out_name} {out_path} {what} the input {in_name} {in_path}: it would be "
                                  "overwritten; choose another output (or pass --force)")
+
+
+def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """A TOML file's document; every way it can be unreadable is a one-line `InputError` naming it."""
+    p = Path(path)
+    try:
+        with p.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a {what}") from None
+    except PermissionError:
+        raise InputError(f"{path}: cannot read the {what} (permission denied)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text (TOML) file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None

@@ -87,6 +87,8 @@ def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None,
         raise RoundIncompleteError(f"the round released nothing ({summary['registered']} registered)"
                                    f"{where + 'report.json' if where else ''}")
     live = report.subjects if every_subject else report.subjects - len(report.vanished)
+    # A SafePub round leaves out by design the subjects whose own coin said no and the classes below k.
+    live -= summary["subject_states"].get("sampled_out", 0) + summary["excluded"].get("suppressed_class", 0)
     if summary["released_rows"] < live:
         # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
         # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.

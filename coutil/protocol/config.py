@@ -14,13 +14,13 @@ Unknown keys and out-of-range values are `InputError`s (exit code 2 in the CLI).
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError
+from coutil.fileio import read_toml
 from coutil.sdc.generalization import Scheme, parse_scheme, scheme_text
 
 #: Hard caps that keep a single round within what one collector can hold.
@@ -164,22 +164,7 @@ class RoundConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> RoundConfig:
-        p = Path(path)
-        try:
-            with p.open("rb") as handle:
-                doc = tomllib.load(handle)
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such config file") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory, not a config file") from None
-        except PermissionError:
-            raise InputError(f"{path}: cannot read the config file (permission denied)") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a text (TOML) file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{path}: invalid TOML ({exc})") from None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+        doc = read_toml(path)
         table = doc.get("round")
         if not isinstance(table, dict):
             raise InputError(f"{path}: a [round] table is required")

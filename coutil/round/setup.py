@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError
+from coutil.fileio import read_toml
 from coutil.net.memory import NetworkModel
 from coutil.protocol.config import RoundConfig
 from coutil.round.simulation import FaultPlan, synthetic_dataset
@@ -186,21 +187,7 @@ def parse_set(items: Sequence[str]) -> dict[str, dict[str, object]]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such config file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a config file") from None
-    except PermissionError:
-        raise InputError(f"{path}: cannot read the config file (permission denied)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text (TOML) file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+    return read_toml(path)
 
 
 def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any:
