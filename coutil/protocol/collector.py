@@ -751,7 +751,7 @@ class CollectorNode:
         group.dissolve()
         self._track(group)
         self._event(GroupMerged(now, group.label, target.label, len(moved)))
-        out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now)
+        out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now, also_to=moved)
         for key in moved:
             self._group_of[key] = target.label
         # Every member of the merged group gets a new assign: a run's members must be a subset of
@@ -762,13 +762,16 @@ class CollectorNode:
         return out
 
     def _start_run_close(
-        self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float
+        self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float, also_to: tuple[bytes, ...] = ()
     ) -> list[Outgoing]:
-        """Tell a dissolved group's members (final ShuffleStart without them) and stop re-sending for it."""
+        """Tell a dissolved group's members (final ShuffleStart without them) and stop re-sending for it.
+        ``also_to``: moved members get it on their inbox too (their new assign may overtake it and take
+        them off the group's topic): whom it excluded tells them whose view disagreed (SPEC §4 share.2)."""
         self._resend.cancel(("shuffle_start", group.label), acknowledged=False)
         self._resend.cancel(("reveal_open", group.label), acknowledged=False)
-        message = group.closing_message(self.round_id, self.public_key, excluded, now)
-        return [Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))]
+        payload = self._sign(group.closing_message(self.round_id, self.public_key, excluded, now))
+        return [Outgoing(topics.group_control(self.round_id, group.label), payload),
+                *(Outgoing(topics.inbox(self.round_id, key), payload) for key in also_to)]
 
     def _index_of(self, key: bytes) -> int:
         # Roster order is sorted, so a binary search finds the index.

@@ -486,6 +486,11 @@ class SubjectNode:
     def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
         assert self._round_id is not None
         if message.group != self._group:
+            if message.group in self._left_groups:
+                # The closing start of a group she was merged out of (its assign can overtake it):
+                # whom it excluded still tells her whose view was the lie.
+                for key, _ in message.excluded:
+                    self._view_complaints.pop(key, None)
             raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
         if self._run is not None and message.run <= self._run.number:
             raise RemoteProtocolError("stale_run", f"run {message.run} not newer", ignore=True)
@@ -498,6 +503,9 @@ class SubjectNode:
             # after the collector held her secret. Either way she complains.
             reason = "rerun_after_reveal" if self.public_key in message.members else "excluded_after_reveal"
             return self._refuse(message.group, message.run, reason, now)
+        # A member excluded by the collector was the one whose view disagreed: not a split view.
+        for key, _ in message.excluded:
+            self._view_complaints.pop(key, None)
         if self.public_key not in message.members:
             reasons = dict(message.excluded)
             if reasons.get(self.public_key) == "merged":
@@ -521,9 +529,6 @@ class SubjectNode:
             if self._resend.pending(("fetch", "assign")):
                 return []
             return self._send_fetch("assign", now)
-        # A member excluded by the collector was the one whose view disagreed: not a split view.
-        for key, _ in message.excluded:
-            self._view_complaints.pop(key, None)
         self._pending_start = None
         self._resend.clear()
         self._members = message.members

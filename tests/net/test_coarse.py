@@ -31,6 +31,7 @@ def test_covering_filters_group_topics_by_round_and_kind() -> None:
     assert topics.covering_filter(f"coutil/v2/{ROUND}/c/group/3") == f"coutil/v2/{ROUND}/c/#"
     assert topics.covering_filter(f"coutil/v2/{ROUND}/s/0011/group") == f"coutil/v2/{ROUND}/s/+/group"
     assert topics.covering_filter(f"coutil/v2/{ROUND}/s/0011/up") == f"coutil/v2/{ROUND}/s/+/up"
+    assert topics.covering_filter(f"coutil/v2/{ROUND}/s/+/to/0011") == f"coutil/v2/{ROUND}/s/+/to/+"
     assert topics.covering_filter(topics.ANNOUNCE) == topics.ANNOUNCE
     assert topics.covering_filter("other/app/x/c/y") == "other/app/x/c/y"
     for topic_filter in (f"coutil/v2/{ROUND}/c/to/0011", f"coutil/v2/{ROUND}/s/0011/group"):

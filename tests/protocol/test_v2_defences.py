@@ -21,7 +21,7 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupState
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import GroupOpened, RunRefused
-from coutil.protocol.messages import Announce, Batch, Blame, Message, Submit, Verdict, Vote
+from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, Submit, Verdict, Vote
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.subject import SubjectNode, _Run
 from coutil.protocol.subject_audit import SharedCaches
@@ -194,6 +194,21 @@ class GarbageInner(SubjectNode):
         if self._params is not None:
             self._params = dataclasses.replace(self._params, collector_kx=crypto.KxKey.generate(self._rng).public)
         return out
+
+
+class LyingView(SubjectNode):
+    """States another run membership in her run_keys of run 0 than the collector gave anyone."""
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        if isinstance(message, RunKeys) and message.run == 0:
+            message = dataclasses.replace(message, members_digest=bytes(32))
+        return super()._emit(topic, message)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_member_stating_a_false_view_is_excluded_and_nobody_complains(seed: int) -> None:
+    r = run_round(LyingView, seed=seed)
+    assert_only_culprit_excluded(r, "blamed_split_view")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
