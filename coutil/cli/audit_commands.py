@@ -834,6 +834,7 @@ def reverse_map_command(
     ordinal: OrdinalOpt = None,
     k: KOpt = None,
     force: ForceOpt = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print what was written as one JSON object.")] = False,
 ) -> None:
     """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
     from coutil.audit.permutation import reverse_map
@@ -850,7 +851,11 @@ def reverse_map_command(
     labels = renamed_ordinal(dict(x.ordinal), x.names, release_names)
     z_data = Dataset(tuple(release_names), z, str(release), labels)
     write_csv(output, table.header, replace_columns(table, z_data))
-    err_console.print(f"wrote {y.n} reverse-mapped records to {output}")
+    if json_output:
+        emit_json({"output": str(output), "records": y.n, "columns": release_names, "seed": seed,
+                   "original": str(original), "release": str(release)})
+    else:
+        err_console.print(f"wrote {y.n} reverse-mapped records to {output}")
 
 
 def register(app: typer.Typer) -> None:
