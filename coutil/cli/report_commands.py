@@ -11,13 +11,13 @@ from typing import Annotated
 
 import typer
 
-from coutil.cli.common import emit_json, err_console
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console
 
 
 def register(app: typer.Typer) -> None:
     """Add `report` to the `coutil` app."""
 
-    @app.command("report")
+    @app.command("report", cls=OneLineErrorsCommand)
     def report_command(
         directory: Annotated[Path, typer.Argument(help="A run directory: the --out of coutil run or coutil "
                                                   "simulate.", show_default=False)],

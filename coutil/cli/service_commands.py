@@ -117,7 +117,7 @@ def _open_store(db: Path) -> Any:
     return CollectorStore(db)
 
 
-@collector_app.command("rounds")
+@collector_app.command("rounds", cls=OneLineErrorsCommand)
 def rounds_command(
     db: DbOption,
     as_json: Annotated[bool, typer.Option("--json", help="Print {\"rounds\": [...]} as one JSON object.")] = False,
@@ -143,7 +143,7 @@ def rounds_command(
     err_console.print(table if rows else f"{db}: no round yet")
 
 
-@collector_app.command("status")
+@collector_app.command("status", cls=OneLineErrorsCommand)
 def status_command(
     db: DbOption,
     round_hex: RoundOption = None,
@@ -174,7 +174,7 @@ def status_command(
     err_console.print("\n".join(lines), highlight=False)
 
 
-@collector_app.command("export")
+@collector_app.command("export", cls=OneLineErrorsCommand)
 def export_command(
     db: DbOption,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Release CSV to write.",

@@ -534,7 +534,9 @@ def render_html(run: RunDirectory, original: OriginalData | None, why_no_data: s
                         f"its match in the release (median {int(np.median(distances))}, min {min(distances)}, "
                         f"max {max(distances)}; {len(distances)} verdicts).</p>")
     else:
-        verdict_text = "<p>The verdicts carry no permutation distance: counts of accepts and reasons.</p>"
+        verdict_text = ("<p>Each subject audits the release on her own device; her verdict says only whether she "
+                        "accepts it or why she complains (protocol v2: her permutation distance d and the "
+                        "plausibility of her match stay with her). Counts of accepts and reasons.</p>")
 
     if original is not None:
         marginals = img(_marginals_figure(run, original), "QI marginals: original and release")

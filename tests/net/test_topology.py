@@ -34,8 +34,10 @@ def test_compose_topology_as_processes_completes_a_round(tmp_path: Path) -> None
     broker = Mosquitto(tmp_path, port=port, config_text=_rewritten_config(tmp_path, port))
     broker.start()
     examples = dict(ln.split(":", 1) for ln in (DOCKER / "mosquitto" / "passwords.example").read_text().split())
-    collector_url = f"mqtt://collector:{examples['collector']}@127.0.0.1:{port}"
-    subject_url = f"mqtt://subject:{examples['subject']}@127.0.0.1:{port}"
+    # The docker broker speaks TLS only (its CA was made by _rewritten_config, as docker/make-certs.sh would).
+    collector_url = f"mqtts://collector:{examples['collector']}@127.0.0.1:{port}"
+    subject_url = f"mqtts://subject:{examples['subject']}@127.0.0.1:{port}"
+    ca = ["--ca-file", str(tmp_path / "ca.crt")]
     db = tmp_path / "collector.sqlite"
     me = tmp_path / "me.csv"
     me.write_text("age,height_cm,weight_kg,hours_worked,income,savings,medical_spend\n"
@@ -43,13 +45,13 @@ def test_compose_topology_as_processes_completes_a_round(tmp_path: Path) -> None
     total = sum(SWARMS) + 1
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        procs["collector"] = _spawn(["collector", "serve", "--broker", collector_url, "--db", str(db), "--k", "3",
-                                     "--register-window", "60", "--expected", str(total)],
+        procs["collector"] = _spawn(["collector", "serve", "--broker", collector_url, *ca, "--db", str(db), "--k",
+                                     "3", "--register-window", "60", "--expected", str(total)],
                                     tmp_path / "collector.log")
         for i, count in enumerate(SWARMS):
-            procs[f"swarm{i}"] = _spawn(["subject", "swarm", "--broker", subject_url, "--count", str(count),
+            procs[f"swarm{i}"] = _spawn(["subject", "swarm", "--broker", subject_url, *ca, "--count", str(count),
                                          "--timeout", "150", "--json"], tmp_path / f"swarm{i}.log")
-        procs["join"] = _spawn(["subject", "join", "--broker", subject_url, "--data", str(me), "--row", "1",
+        procs["join"] = _spawn(["subject", "join", "--broker", subject_url, *ca, "--data", str(me), "--row", "1",
                                 "--timeout", "150", "--json"], tmp_path / "join.log")
         outputs: dict[str, bytes] = {}
         for name, proc in procs.items():
