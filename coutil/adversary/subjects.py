@@ -5,11 +5,11 @@
 | ``silent`` | stops at ``phase`` (register, keys/sharing, submit, mix, vote, reveal, verdict) | outgoing filter |
 | ``leave-after-grouping`` | leaves once grouped: sends nothing after her assign, finished | outgoing filter |
 | ``free-rider`` | registers and publishes her run keys, never submits her record | outgoing filter |
-| ``tamper`` | as a mixer in run 0, alters one item of her batch | `_emit` |
-| ``withhold`` | as a mixer in run 0, drops one item (a copy of another keeps the size) | `_emit` |
-| ``copycat`` | submits a copy of a fellow member's onion and commitment in run 0 | `_emit`, `receive` |
-| ``false-complaint`` | votes no-go on a correct final batch in run 0 | `_emit` |
-| ``unsolicited-blame`` | publishes a blame in run 0 without any no-go vote | `_advance` |
+| ``tamper`` | as a mixer in every run, alters one item of her batch | `_emit` |
+| ``withhold`` | as a mixer in every run, drops one item (a copy of another keeps the size) | `_emit` |
+| ``copycat`` | submits a copy of a fellow member's onion and commitment in every run | `_emit`, `receive` |
+| ``false-complaint`` | votes no-go on a correct final batch in every run | `_emit` |
+| ``unsolicited-blame`` | publishes a blame in every run without any no-go vote | `_advance` |
 | ``garbage-inner`` | seals her record to a key that is not the collector's, votes go | `_on_announce` |
 | ``misreport-qi`` | registers her QIs shifted by ``shift`` | her record |
 | ``misreport-confidential`` | submits her confidential values shifted by ``shift`` | her record |
@@ -44,8 +44,6 @@ class SubjectStrategy(SubjectNode):
     PARAMS: ClassVar[dict[str, object]] = {}
     #: Parameter name -> the values it may take (when not any value of its type).
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: The run in which the strategy deviates (later runs: honest, so that the round can finish).
-    RUN: ClassVar[int] = 0
 
     deviated: bool = False
     params: dict[str, object]
@@ -53,6 +51,17 @@ class SubjectStrategy(SubjectNode):
     def configure(self, params: Mapping[str, object]) -> None:
         """Set the strategy's parameters (validated by `coutil.adversary.plan`)."""
         self.params = {**self.PARAMS, **params}
+        #: The runs in which she deviated (a strategy deviates in every run she takes part in, so
+        #: that two deviators in one group are both caught: a blame names the first deviation).
+        self.deviated_runs: set[int] = set()
+
+    def _deviate(self, run: int) -> bool:
+        """Whether to deviate in ``run`` now (once per run); records it."""
+        if run in self.deviated_runs:
+            return False
+        self.deviated_runs.add(run)
+        self.deviated = True
+        return True
 
     def param_float(self, name: str) -> float:
         value = self.params[name]
@@ -140,41 +149,39 @@ class FreeRider(Silent):
 
 # ---------------------------------------------------------------------------------------------- mixing
 class Tamper(SubjectStrategy):
-    """As a mixer in run 0, alters one item of her batch (one byte of its authentication tag): the
+    """As a mixer in every run, alters one item of her batch (one byte of its authentication tag): the
     next mixer cannot peel it, or, in the final batch, its author misses her ciphertext."""
 
     NAME = "tamper"
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
-        if isinstance(message, Batch) and message.run == self.RUN and self._run is not None and not self.deviated:
+        if isinstance(message, Batch) and self._run is not None and self._deviate(message.run):
             items = list(message.items)
             items[0] = items[0][:-1] + bytes([items[0][-1] ^ 1])
             message = dataclasses.replace(message, items=tuple(items))
             self._run.batches[message.step] = message.items  # she keeps what she published
-            self.deviated = True
         return super()._emit(topic, message)
 
 
 class Withhold(SubjectStrategy):
-    """As a mixer in run 0, drops one item and puts a copy of another in its place (the batch keeps
+    """As a mixer in every run, drops one item and puts a copy of another in its place (the batch keeps
     its size, so only the final batch and re-execution show it)."""
 
     NAME = "withhold"
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
-        if isinstance(message, Batch) and message.run == self.RUN and self._run is not None \
-                and len(message.items) > 1 and not self.deviated:
+        if isinstance(message, Batch) and self._run is not None and len(message.items) > 1 \
+                and self._deviate(message.run):
             items = list(message.items)
             items[0] = items[1]
             message = dataclasses.replace(message, items=tuple(items))
             self._run.batches[message.step] = message.items
-            self.deviated = True
         return super()._emit(topic, message)
 
 
 class Copycat(SubjectStrategy):
     """Reads every member's direct traffic (subjects can read the broker's group topics) and submits
-    an exact copy of a fellow member's submission (onion and commitment) in run 0, then mixes and
+    an exact copy of a fellow member's submission (onion and commitment) in every run, then mixes and
     votes like an honest member."""
 
     NAME = "copycat"
@@ -187,12 +194,12 @@ class Copycat(SubjectStrategy):
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         out = super().receive(topic, payload, now)
         run = self._run
-        if self.stolen is None and run is not None and run.number == self.RUN and payload:
+        if run is not None and (self.stolen is None or self.stolen.run != run.number) and payload:
             try:
                 message = self._caches.decode(payload, self._limits).message
             except Exception:
                 return out
-            if isinstance(message, Submit) and message.run == self.RUN and message.group == self._group \
+            if isinstance(message, Submit) and message.run == run.number and message.group == self._group \
                     and message.sender != self.public_key and message.sender in run.members:
                 self.stolen = message
                 out.extend(self._advance(now))
@@ -200,38 +207,37 @@ class Copycat(SubjectStrategy):
 
     def _advance(self, now: float) -> list[Outgoing]:
         run = self._run
-        if run is not None and run.number == self.RUN and run.my_sealed is None and self.stolen is None:
+        if run is not None and run.my_sealed is None and (self.stolen is None or self.stolen.run != run.number):
             return []  # wait for someone's onion to copy
         return super()._advance(now)
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
-        if isinstance(message, Submit) and message.run == self.RUN and self.stolen is not None:
+        if isinstance(message, Submit) and self.stolen is not None and self.stolen.run == message.run:
             message = dataclasses.replace(message, onion=self.stolen.onion,
                                           inner_commitment=self.stolen.inner_commitment)
             assert self._run is not None
             self._run.submissions[self.public_key] = message.onion  # she mixes what she published
-            self.deviated = True
+            self._deviate(message.run)
         return super()._emit(topic, message)
 
 
 # ---------------------------------------------------------------------------------------------- voting and blame
 class FalseComplaint(SubjectStrategy):
-    """Votes no-go on a correct final batch in run 0 (and blames, as a no-go voter must)."""
+    """Votes no-go on a correct final batch in every run (and blames, as a no-go voter must)."""
 
     NAME = "false-complaint"
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
         run = self._run
-        if isinstance(message, Vote) and message.go and message.run == self.RUN and run is not None:
+        if isinstance(message, Vote) and message.go and run is not None and self._deviate(message.run):
             message = dataclasses.replace(message, go=False)
             run.votes[self.public_key] = message
             run.my_vote = False
-            self.deviated = True
         return super()._emit(topic, message)
 
 
 class UnsolicitedBlame(SubjectStrategy):
-    """Publishes a blame in run 0 as soon as she has submitted, without any no-go vote; otherwise
+    """Publishes a blame in every run as soon as she has submitted, without any no-go vote; otherwise
     honest (mixes, votes go)."""
 
     NAME = "unsolicited-blame"
@@ -239,8 +245,7 @@ class UnsolicitedBlame(SubjectStrategy):
     def _advance(self, now: float) -> list[Outgoing]:
         out = super()._advance(now)
         run = self._run
-        if run is not None and run.number == self.RUN and run.my_sealed is not None and not self.deviated:
-            self.deviated = True
+        if run is not None and run.my_sealed is not None and self._deviate(run.number):
             assert self._round_id is not None and self._group is not None
             out.append(self._publish_group(Blame(self._round_id, self.public_key, self._group, run.number,
                                                  run.outer.secret, (), run.my_salt)))
