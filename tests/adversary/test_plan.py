@@ -36,9 +36,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k"}
     for name in SUBJECT_STRATEGIES:
-        assert subject_strategy(name).NAME == name
+        assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:
-        assert collector_strategy(name).NAME == name
+        assert name == collector_strategy(name).NAME
 
 
 def test_a_plan_parses_names_rows_fractions_and_parameters() -> None:
