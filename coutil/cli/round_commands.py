@@ -89,6 +89,8 @@ def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None,
     live = report.subjects if every_subject else report.subjects - len(report.vanished)
     # A SafePub round leaves out by design the subjects whose own coin said no and the classes below k.
     live -= summary["subject_states"].get("sampled_out", 0) + summary["excluded"].get("suppressed_class", 0)
+    # Deviating subjects ([adversary]) are not owed a place in the release: excluding them is the defence.
+    live -= sum(1 for d in _deviants(summary) if d.get("role") == "subject")
     if summary["released_rows"] < live:
         # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
         # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.
@@ -107,6 +109,26 @@ def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None,
             f"({', '.join(f'{r}: {c}' for r, c in reasons.items()) or 'no verdicts'})"
             f"{where + 'audit.json' if where else ''}"
         )
+
+
+def _deviants(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    adversary = summary.get("adversary")
+    return list(adversary.get("deviants", [])) if isinstance(adversary, dict) else []
+
+
+def _adversary_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per strategy: how many nodes followed it, detected, excluded, and the leak."""
+    by_strategy: dict[str, list[dict[str, Any]]] = {}
+    for entry in _deviants(summary):
+        by_strategy.setdefault(f"{entry['role']} {entry['strategy']}", []).append(entry)
+    lines = []
+    for name, entries in by_strategy.items():
+        detected = sum(1 for e in entries if e["detected"])
+        excluded = sum(1 for e in entries if e["excluded"])
+        leak = sum(len(e["leak"]) for e in entries)
+        lines.append(f"adversary {name}: {len(entries)} node(s), {detected} detected, {excluded} excluded, "
+                     f"{leak} honest record(s) attributed")
+    return lines
 
 
 def _check_out(out: Path | None, inputs: dict[str, Path | None], force: bool) -> None:
@@ -149,7 +171,7 @@ def run_round_command(
     # Shown and reported without its password (the URL may carry one).
     address = parse_broker_url(broker, ca_file=str(ca_file) if ca_file else None) if broker is not None else None
     broker_shown = address.display() if address is not None else "embedded"
-    spec.require("coutil run", simulated_network=False)
+    spec.require("coutil run", simulated_network=False, deviations=True)
     dataset = spec.data.load(spec.config, seed)
     config = spec.for_local_swarm(dataset.n)
     if workers is None:
@@ -158,7 +180,8 @@ def run_round_command(
         raise InputError(f"bad --workers {workers}: expected 0 (subjects in this process) or more")
     with progress(not as_json) as bars:
         report, stats = run_mqtt_round(dataset, config, seed=seed, broker=address, timeout=timeout, out_dir=out,
-                                       workers=workers, progress=phase_progress(bars, PHASES, dataset.n))
+                                       workers=workers, progress=phase_progress(bars, PHASES, dataset.n),
+                                       adversary=spec.adversary)
     summary = report.summary()
     summary["broker"] = broker_shown
     summary["network"] = stats.as_dict()
@@ -178,6 +201,8 @@ def run_round_command(
             "(1000 by default): see docker/mosquitto/mosquitto.conf (max_queued_messages 200000)."
         )
     if not as_json:
+        for line in _adversary_lines(summary):
+            err_console.print(line)
         err_console.print(_outcome_line(summary, config.k))
         err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
         err_console.print(f"all of it on one HTML page: [bold]coutil report {out}[/]")
@@ -206,12 +231,15 @@ def simulate(
     dataset = spec.data.load(spec.config, seed)
     with progress(show_progress and not as_json) as bars:
         report = run_memory_round(dataset, spec.config, seed=seed, network=spec.network, faults=spec.faults,
-                                  out_dir=out, progress=phase_progress(bars, PHASES, dataset.n))
+                                  out_dir=out, progress=phase_progress(bars, PHASES, dataset.n),
+                                  adversary=spec.adversary)
     summary = report.summary()
     if as_json:
         emit_json(summary)
     else:
         err_console.print(_summary_table("simulated round", summary, []))
+        for line in _adversary_lines(summary):
+            err_console.print(line)
         if out is not None:
             err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
     _check_round(report, summary, out, every_subject=False)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+from coutil.adversary.outcome import adversary_section
+from coutil.adversary.plan import AdversaryPlan
 from coutil.net.memory import DEFAULT_MAX_EVENTS, BusFaults, MemoryBus, NetworkModel, Partition
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
@@ -66,6 +68,8 @@ class SimulationOptions(TypedDict, total=False):
     record_publications: bool
     #: Stop after this many bus events (a safety cap).
     max_events: int
+    #: Deviating nodes (`coutil.adversary`); the report then has an ``adversary`` section.
+    adversary: AdversaryPlan | None
 
 
 def run_memory_round(data: Dataset, config: RoundConfig, *, seed: int,
@@ -91,7 +95,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     network = network if network is not None else NetworkModel()
     faults = faults if faults is not None else FaultPlan()
     t0 = time.perf_counter()
-    built = build_round_nodes(data, config, seed=seed)
+    adversary = options.get("adversary")
+    built = build_round_nodes(data, config, seed=seed, adversary=adversary)
     collector = built.collector
     sids = built.node_ids
     partitions = tuple(
@@ -108,7 +113,7 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     vanish_ids = {sids[i] for i in vanishing}
     setup = time.perf_counter() - t0
 
-    tracker = RoundTracker(data.n, COLLECTOR_ID, keep_events=out_dir is not None)
+    tracker = RoundTracker(data.n, COLLECTOR_ID, keep_events=out_dir is not None or adversary is not None)
     vanish_state = SubjectState(faults.vanish_state)
 
     def vanish_on_entry(node_id: str, state: SubjectState, event: SubjectStateChanged) -> None:
@@ -149,6 +154,11 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         subject_states=tracker.subject_states(),
         sids=sids,
     )
+    if adversary is not None:
+        report.adversary = adversary_section(
+            adversary, collector=collector, node_ids=sids, deviants=built.deviants, events=tracker.events,
+            qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
+            subjects=built.subjects)
     if out_dir is not None:
         t_out = time.perf_counter()
         write_outputs(report, tracker.events, Path(out_dir))

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+from coutil.adversary.outcome import adversary_section
+from coutil.adversary.plan import AdversaryPlan
 from coutil.net.broker_drops import BrokerDropCounter
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
@@ -49,6 +51,8 @@ class MqttRoundOptions(TypedDict, total=False):
     #: Host the subjects in that many worker processes (`coutil.round.workers`), each multiplexing
     #: its slice over one connection; 0 (the default) keeps them in this process.
     workers: int
+    #: Deviating nodes (`coutil.adversary`); the report then has an ``adversary`` section.
+    adversary: AdversaryPlan | None
 
 
 async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
@@ -61,16 +65,17 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     options = kwargs.get("options")
     shared_connection = kwargs.get("shared_connection", True)
     workers = kwargs.get("workers", 0)
+    adversary = kwargs.get("adversary")
     t0 = time.perf_counter()
     # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
     if workers > 0:
-        collector = build_collector(config, seed=seed, fresh_round=True)
+        collector = build_collector(config, seed=seed, fresh_round=True, adversary=adversary, data=data)
         subjects: list[SubjectNode] = []
         node_ids: list[str] = []
     else:
-        built = build_round_nodes(data, config, seed=seed, fresh_round=True)
+        built = build_round_nodes(data, config, seed=seed, fresh_round=True, adversary=adversary)
         collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
-    tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None)
+    tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None or adversary is not None)
     setup = time.perf_counter() - t0
     limit = timeout if timeout is not None else (
         config.register_window + config.audit_window + 60 * config.step_timeout
@@ -95,7 +100,7 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         if workers > 0:
             pool = WorkerPool([
                 SubjectSlice(i, address, collector.public_key, config, data, rows, seed, limit,
-                             options if options is not None else DriverOptions())
+                             options if options is not None else DriverOptions(), adversary)
                 for i, rows in enumerate(split_rows_by_qi(data.select(list(config.qi)).values, workers))
             ])
             pool.start()
@@ -155,6 +160,12 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         sids=node_ids,
         node_events=dict(tracker.kinds),
     )
+    if adversary is not None:
+        deviants = {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
+        report.adversary = adversary_section(
+            adversary, collector=collector, node_ids=node_ids, deviants=deviants, events=tracker.events,
+            qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
+            subjects=subjects if len(subjects) == data.n else None)
     if out_dir is not None:
         write_outputs(report, tracker.events, Path(out_dir))
     return report, stats

@@ -8,8 +8,11 @@ subject).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from coutil.adversary import collector_strategy, subject_strategy
+from coutil.adversary.plan import AdversaryPlan
+from coutil.errors import InputError
 from coutil.protocol import crypto
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
@@ -28,26 +31,35 @@ class RoundNodes:
     subjects: list[SubjectNode]
     #: Node ids in dataset order (the subject's sid, suffixed when two sids collide).
     node_ids: list[str]
+    #: Row -> subject strategy name, for the rows the round's ``[adversary]`` plan gives one.
+    deviants: dict[int, str] = field(default_factory=dict)
 
 
-def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False) -> RoundNodes:
+def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False,
+                      adversary: AdversaryPlan | None = None) -> RoundNodes:
     """The nodes of one round over ``data``.
 
     Every key derives from ``seed``. ``fresh_round`` draws the collector's key and the round id from
     the operating system instead: a real broker keeps the retained announce and bulletins of an
-    earlier round, which a seeded collector would have signed with the very same key.
+    earlier round, which a seeded collector would have signed with the very same key. ``adversary``
+    gives the collector and chosen rows their strategy (`coutil.adversary`): a strategy is just
+    another node class, so every driver runs it.
     """
     # One decode cache for every node of the process: each message is verified once, not once per receiver.
     caches = SharedCaches()
-    collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches)
+    collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches, adversary=adversary,
+                                data=data)
     subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),
-                                             caches=caches)
-    return RoundNodes(collector, subjects, node_ids)
+                                             caches=caches, adversary=adversary)
+    deviants = {} if adversary is None else {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
+    return RoundNodes(collector, subjects, node_ids, deviants)
 
 
 def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False,
-                    caches: SharedCaches | None = None) -> CollectorNode:
-    """The round's collector (see `build_round_nodes` for ``seed`` and ``fresh_round``)."""
+                    caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None,
+                    data: Dataset | None = None) -> CollectorNode:
+    """The round's collector (see `build_round_nodes` for ``seed`` and ``fresh_round``); of the
+    plan's collector strategy if it has one (one that targets a victim needs ``data`` to find her key)."""
     root = SeededRandom(seed)
     collector_rng = root.fork("collector")
     if fresh_round:
@@ -56,17 +68,32 @@ def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False
     else:
         identity = crypto.SigningKey.generate(collector_rng.fork("identity"))
         round_id = root.fork("round").bytes(16)
-    return CollectorNode(config, identity=identity, rng=collector_rng, round_id=round_id,
-                         decode_cache=None if caches is None else caches.decode_cache)
+    cls: type[CollectorNode] = CollectorNode
+    if adversary is not None and adversary.collector is not None:
+        cls = collector_strategy(adversary.collector)
+    collector = cls(config, identity=identity, rng=collector_rng, round_id=round_id,
+                    decode_cache=None if caches is None else caches.decode_cache)
+    if adversary is not None and adversary.collector is not None:
+        collector.configure(dict(adversary.collector_params))  # type: ignore[attr-defined]
+        victim = adversary.victim_row()
+        if victim is not None:
+            if data is None or victim >= data.n:
+                raise InputError(f"[adversary] {adversary.collector}: victim row {victim} is not in the data set")
+            # Her key derives from the seed and her row alone (the collector recognises its target).
+            nodes, _ = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=[victim])
+            collector.victim_key = nodes[0].public_key  # type: ignore[attr-defined]
+    return collector
 
 
 def build_subject_nodes(
     data: Dataset, config: RoundConfig, collector_key: bytes, *, seed: int, rows: Iterable[int],
-    caches: SharedCaches | None = None,
+    caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None,
 ) -> tuple[list[SubjectNode], list[str]]:
     """Subject nodes for the given rows of ``data``, with their node ids (the sid, suffixed when two
     collide). A row's keys depend only on ``seed`` and the row number, so a worker process hosting
-    a slice of them gets the very subjects a single process would."""
+    a slice of them gets the very subjects a single process would (strategies included: the plan's
+    choice of rows is a function of the seed)."""
+    deviants = adversary.subject_rows(data.n, seed) if adversary is not None else {}
     caches = caches if caches is not None else SharedCaches()
     qi_values = data.select(list(config.qi)).values
     conf_values = data.select(list(config.confidential)).values
@@ -75,8 +102,14 @@ def build_subject_nodes(
     node_ids: list[str] = []
     seen: set[str] = set()
     for i in rows:
-        subject = SubjectNode(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
-                              rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval)
+        plan = deviants.get(i)
+        cls: type[SubjectNode] = SubjectNode
+        if plan is not None:
+            cls = subject_strategy(plan.strategy)
+        subject = cls(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
+                      rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval)
+        if plan is not None:
+            subject.configure(dict(plan.params))  # type: ignore[attr-defined]
         node_id = subject.sid if subject.sid not in seen else f"{subject.sid}-{i}"
         seen.add(node_id)
         subjects.append(subject)

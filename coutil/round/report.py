@@ -92,6 +92,8 @@ class RoundReport:
     sids: list[str] = field(default_factory=list)
     #: Events the nodes reported, by kind (collector and subjects together).
     node_events: dict[str, int] = field(default_factory=dict)
+    #: Deviating nodes and what came of them (`coutil.adversary.outcome`); None: an honest round.
+    adversary: dict[str, object] | None = None
 
     @property
     def completed(self) -> bool:
@@ -124,6 +126,7 @@ class RoundReport:
             "events": self.events,
             "node_events": dict(sorted(self.node_events.items())),
             "subject_states": dict(sorted(self.subject_states.items())),
+            **({"adversary": self.adversary} if self.adversary is not None else {}),
         }
 
 

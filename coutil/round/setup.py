@@ -11,6 +11,7 @@
     # subjects = 200       #   ... or N synthetic records (coutil.round.simulation.synthetic_dataset)
     [network]              # coutil.net.memory.NetworkModel: latency, jitter, loss, duplicate
     [faults]               # coutil.round.simulation.FaultPlan: vanish_fraction, vanish_state, vanish_window
+    [adversary]            # coutil.adversary.plan: collector = "NAME", [[adversary.subjects]] strategy, rows/fraction
 
 ``[network]`` and ``[faults]`` describe a simulated network: only the in-memory driver honours them.
 A runner that cannot honour a table it is given refuses the file (`RoundSpec.require`), never
@@ -31,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from coutil.adversary.plan import AdversaryPlan, parse_adversary
 from coutil.errors import InputError
 from coutil.fileio import read_toml
 from coutil.net.memory import NetworkModel
@@ -44,7 +46,7 @@ DEFAULT_CONFIDENTIAL = ("income", "savings", "medical_spend")
 #: Records of the shipped survey a round uses when nothing says how many.
 DEFAULT_SURVEY_ROWS = 200
 
-TABLES = ("round", "data", "network", "faults")
+TABLES = ("round", "data", "network", "faults", "adversary")
 #: The tables only a simulated network can honour.
 SIMULATED_TABLES = ("network", "faults")
 
@@ -101,9 +103,16 @@ class RoundSpec:
     fixed_round_keys: frozenset[str] = frozenset()
     #: The tables the file or an override gave.
     tables: frozenset[str] = frozenset()
+    #: Who deviates (``[adversary]``, `coutil.adversary`): None for an honest round.
+    adversary: AdversaryPlan | None = None
 
-    def require(self, runner: str, *, simulated_network: bool) -> None:
-        """Refuse tables ``runner`` cannot honour (a real network has no ``[network]`` model)."""
+    def require(self, runner: str, *, simulated_network: bool, deviations: bool = False) -> None:
+        """Refuse tables ``runner`` cannot honour (a real network has no ``[network]`` model; only
+        the round runners, ``deviations``, build deviating nodes from ``[adversary]``)."""
+        if self.adversary is not None and not deviations:
+            where = str(self.path) if self.path is not None else "--set"
+            raise InputError(f"{where}: [adversary] makes nodes deviate, which {runner} does not do: remove the "
+                             "table (coutil simulate and coutil run honour it)")
         if simulated_network:
             return
         given = [t for t in SIMULATED_TABLES if t in self.tables]
@@ -257,9 +266,12 @@ def load_round_spec(
     source = _data_source(tables["data"], p, where, data, subjects)
     network = _dataclass_from(NetworkModel, tables["network"], f"{where} [network]")
     faults = _dataclass_from(FaultPlan, tables["faults"], f"{where} [faults]")
+    adversary = parse_adversary(tables["adversary"], where) if "adversary" in present else None
+    if adversary is not None and adversary.empty:
+        adversary = None
     fixed = frozenset(file_round_keys | {key for key in round_table if key not in file_round_keys
                                          and key not in ("qi", "confidential")})
-    return RoundSpec(config, source, network, faults, p, fixed, frozenset(present))
+    return RoundSpec(config, source, network, faults, p, fixed, frozenset(present), adversary)
 
 
 def _data_source(table: Mapping[str, Any], path: Path | None, where: str, data: str | Path | None,

@@ -32,6 +32,7 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import CoutilError, ExitCode, NetworkError
 from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
 from coutil.net.hosting import host_nodes
@@ -65,6 +66,8 @@ class SubjectSlice:
     seed: int
     timeout: float
     options: DriverOptions
+    #: Deviating subjects (`coutil.adversary`): each worker builds the strategies of its rows.
+    adversary: AdversaryPlan | None = None
 
 
 @dataclass
@@ -119,7 +122,7 @@ def worker_main(task: SubjectSlice, channel: Channel, stop: multiprocessing.sync
 
 async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessing.synchronize.Event) -> WorkerReport:
     nodes, node_ids = build_subject_nodes(task.data, task.config, task.collector_key, seed=task.seed,
-                                          rows=task.rows)
+                                          rows=task.rows, adversary=task.adversary)
     pending: list[tuple[str, Event]] = []
 
     async def forward_events() -> None:

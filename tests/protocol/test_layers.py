@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("coutil.sdc",),
     ("coutil.audit",),
     ("coutil.protocol",),
+    ("coutil.adversary",),
     ("coutil.net",),
     ("coutil.round",),
     ("coutil.collector",),

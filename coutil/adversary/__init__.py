@@ -1,0 +1,63 @@
+"""Deviations: named strategies a round can give to chosen subjects and to the collector (issue 12).
+
+Each strategy is a subclass of the real node (`coutil.protocol.subject.SubjectNode` or
+`coutil.protocol.collector.CollectorNode`) that overrides the smallest hook it can: a handler of the
+transition table, `_emit` (what a subject signs), `_mix`, `_form_groups`, `_publish_release`, ...
+Everything else is the honest code, so a strategy is a faithful model of one deviating party in an
+otherwise honest round. A round file chooses them in its ``[adversary]`` table (`coutil.adversary.plan`);
+`coutil.round.nodes` builds the nodes through the same factory for every driver; after an in-memory
+round, `coutil.adversary.outcome` says for every deviating node whether it was detected, by whom,
+whether it was excluded, and what it can attribute (the leak, against the simulation's ground truth).
+
+The registry maps names to classes by dotted path, so that reading a round file (`coutil.round.setup`)
+does not import the protocol stack unless the file has an ``[adversary]`` table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Subject strategies: name -> "module:class".
+SUBJECT_STRATEGIES: dict[str, str] = {
+    "silent": "coutil.adversary.subjects:Silent",
+    "leave-after-grouping": "coutil.adversary.subjects:LeaveAfterGrouping",
+    "tamper": "coutil.adversary.subjects:Tamper",
+    "withhold": "coutil.adversary.subjects:Withhold",
+    "copycat": "coutil.adversary.subjects:Copycat",
+    "false-complaint": "coutil.adversary.subjects:FalseComplaint",
+    "unsolicited-blame": "coutil.adversary.subjects:UnsolicitedBlame",
+    "garbage-inner": "coutil.adversary.subjects:GarbageInner",
+    "misreport-qi": "coutil.adversary.subjects:MisreportQI",
+    "misreport-confidential": "coutil.adversary.subjects:MisreportConfidential",
+    "free-rider": "coutil.adversary.subjects:FreeRider",
+}
+
+#: Collector strategies: name -> "module:class".
+COLLECTOR_STRATEGIES: dict[str, str] = {
+    "rerun-subtract": "coutil.adversary.collector:RerunSubtract",
+    "split-view-roster": "coutil.adversary.collector:SplitViewRoster",
+    "split-view-release": "coutil.adversary.collector:SplitViewRelease",
+    "drop-subject": "coutil.adversary.collector:DropSubject",
+    "isolate-victim": "coutil.adversary.collector:IsolateVictim",
+    "fabricate-members": "coutil.adversary.collector:FabricateMembers",
+    "publish-below-k": "coutil.adversary.collector:PublishBelowK",
+}
+
+
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def subject_strategy(name: str) -> Any:
+    """The class of subject strategy ``name`` (KeyError for an unknown name)."""
+    return _load(SUBJECT_STRATEGIES[name])
+
+
+def collector_strategy(name: str) -> Any:
+    """The class of collector strategy ``name`` (KeyError for an unknown name)."""
+    return _load(COLLECTOR_STRATEGIES[name])
+
+
+__all__ = ["COLLECTOR_STRATEGIES", "SUBJECT_STRATEGIES", "collector_strategy", "subject_strategy"]

@@ -1,0 +1,300 @@
+"""Deviating subjects: each a `SubjectNode` that overrides one narrow hook.
+
+| name | what she does | hook |
+|---|---|---|
+| ``silent`` | stops at ``phase`` (register, keys/sharing, submit, mix, vote, reveal, verdict) | outgoing filter |
+| ``leave-after-grouping`` | leaves once grouped: sends nothing after her assign, finished | outgoing filter |
+| ``free-rider`` | registers and publishes her run keys, never submits her record | outgoing filter |
+| ``tamper`` | as a mixer in every run, alters one item of her batch | `_emit` |
+| ``withhold`` | as a mixer in every run, drops one item (a copy of another keeps the size) | `_emit` |
+| ``copycat`` | submits a copy of a fellow member's onion and commitment in every run | `_emit`, `receive` |
+| ``false-complaint`` | votes no-go on a correct final batch in every run | `_emit` |
+| ``unsolicited-blame`` | publishes a blame in every run without any no-go vote | `_advance` |
+| ``garbage-inner`` | seals her record to a key that is not the collector's, votes go | `_on_announce` |
+| ``misreport-qi`` | registers her QIs shifted by ``shift`` | her record |
+| ``misreport-confidential`` | submits her confidential values shifted by ``shift`` | her record |
+
+``deviated`` says whether the deviation took place (a mixer who was never asked to mix did not
+tamper). Nothing here is a protocol change: the honest code runs around every hook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import ClassVar
+
+from coutil.protocol import crypto, topics
+from coutil.protocol.messages import Announce, Batch, Blame, Message, Submit, Vote
+from coutil.protocol.node import Outgoing
+from coutil.protocol.states import SubjectState
+from coutil.protocol.subject import SubjectNode
+
+__all__ = [
+    "Copycat", "FalseComplaint", "FreeRider", "GarbageInner", "LeaveAfterGrouping", "MisreportConfidential",
+    "MisreportQI", "Silent", "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
+]
+
+
+class SubjectStrategy(SubjectNode):
+    """Base of the subject strategies: a name, parameters with defaults, and ``deviated``."""
+
+    NAME: ClassVar[str] = ""
+    #: Parameter name -> default (its type is the type a round file must give).
+    PARAMS: ClassVar[dict[str, object]] = {}
+    #: Parameter name -> the values it may take (when not any value of its type).
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    deviated: bool = False
+    params: dict[str, object]
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        """Set the strategy's parameters (validated by `coutil.adversary.plan`)."""
+        self.params = {**self.PARAMS, **params}
+        #: The runs in which she deviated (a strategy deviates in every run she takes part in, so
+        #: that two deviators in one group are both caught: a blame names the first deviation).
+        self.deviated_runs: set[int] = set()
+
+    def _deviate(self, run: int) -> bool:
+        """Whether to deviate in ``run`` now (once per run); records it."""
+        if run in self.deviated_runs:
+            return False
+        self.deviated_runs.add(run)
+        self.deviated = True
+        return True
+
+    def param_float(self, name: str) -> float:
+        value = self.params[name]
+        assert isinstance(value, int | float)
+        return float(value)
+
+    def param_str(self, name: str) -> str:
+        return str(self.params[name])
+
+
+# ---------------------------------------------------------------------------------------------- silence
+#: Silent phases -> the first message she no longer sends.
+SILENT_PHASES: dict[str, str] = {
+    "register": "register", "keys": "run_keys", "sharing": "run_keys", "submit": "submit", "mix": "batch",
+    "vote": "vote", "reveal": "reveal", "verdict": "verdict",
+}
+
+
+class Silent(SubjectStrategy):
+    """Sends nothing from the first message of ``phase`` on (and never again): a member who goes
+    silent mid-protocol, on purpose or by crashing."""
+
+    NAME = "silent"
+    PARAMS: ClassVar[dict[str, object]] = {"phase": "sharing"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"phase": tuple(SILENT_PHASES)}
+    silenced: bool = False
+
+    def _stops_at(self) -> str:
+        return SILENT_PHASES[self.param_str("phase")]
+
+    def _filter(self, out: list[Outgoing]) -> list[Outgoing]:
+        if self.silenced:
+            return []
+        stop = self._stops_at()
+        kept: list[Outgoing] = []
+        for message in out:
+            if message.payload and stop == self._caches.decode(message.payload, self._limits).message.TAG:
+                self.silenced = self.deviated = True
+                self._resend.clear()
+                return kept
+            kept.append(message)
+        return kept
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        return self._filter(super().receive(topic, payload, now))
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        return self._filter(super().on_timer(now))
+
+    def on_transport(self, up: bool, now: float) -> list[Outgoing]:
+        return self._filter(super().on_transport(up, now))
+
+
+class LeaveAfterGrouping(Silent):
+    """Leaves the round once her group is known: from her assign on she sends nothing and her host
+    may disconnect her (``finished``)."""
+
+    NAME = "leave-after-grouping"
+    PARAMS: ClassVar[dict[str, object]] = {}
+
+    def _stops_at(self) -> str:
+        return "run_keys"
+
+    def _filter(self, out: list[Outgoing]) -> list[Outgoing]:
+        if self.state == SubjectState.SHARING and not self.silenced:
+            self.silenced = self.deviated = True
+            self._resend.clear()
+        return [] if self.silenced else out
+
+    @property
+    def finished(self) -> bool:
+        return self.silenced or super().finished
+
+
+class FreeRider(Silent):
+    """Wants the release without contributing: registers and publishes her run keys (so her group
+    counts on her), never submits her record."""
+
+    NAME = "free-rider"
+    PARAMS: ClassVar[dict[str, object]] = {}
+
+    def _stops_at(self) -> str:
+        return "submit"
+
+
+# ---------------------------------------------------------------------------------------------- mixing
+class Tamper(SubjectStrategy):
+    """As a mixer in every run, alters one item of her batch (one byte of its authentication tag): the
+    next mixer cannot peel it, or, in the final batch, its author misses her ciphertext."""
+
+    NAME = "tamper"
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        if isinstance(message, Batch) and self._run is not None and self._deviate(message.run):
+            items = list(message.items)
+            items[0] = items[0][:-1] + bytes([items[0][-1] ^ 1])
+            message = dataclasses.replace(message, items=tuple(items))
+            self._run.batches[message.step] = message.items  # she keeps what she published
+        return super()._emit(topic, message)
+
+
+class Withhold(SubjectStrategy):
+    """As a mixer in every run, drops one item and puts a copy of another in its place (the batch keeps
+    its size, so only the final batch and re-execution show it)."""
+
+    NAME = "withhold"
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        if isinstance(message, Batch) and self._run is not None and len(message.items) > 1 \
+                and self._deviate(message.run):
+            items = list(message.items)
+            items[0] = items[1]
+            message = dataclasses.replace(message, items=tuple(items))
+            self._run.batches[message.step] = message.items
+        return super()._emit(topic, message)
+
+
+class Copycat(SubjectStrategy):
+    """Reads every member's direct traffic (subjects can read the broker's group topics) and submits
+    an exact copy of a fellow member's submission (onion and commitment) in every run, then mixes and
+    votes like an honest member."""
+
+    NAME = "copycat"
+    stolen: Submit | None = None
+
+    def _compute_subscriptions(self) -> frozenset[str]:
+        subs = super()._compute_subscriptions()
+        return subs | {topics.all_subject_to(self._round_id)} if self._round_id is not None else subs
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        out = super().receive(topic, payload, now)
+        run = self._run
+        if run is not None and (self.stolen is None or self.stolen.run != run.number) and payload:
+            try:
+                message = self._caches.decode(payload, self._limits).message
+            except Exception:
+                return out
+            if isinstance(message, Submit) and message.run == run.number and message.group == self._group \
+                    and message.sender != self.public_key and message.sender in run.members:
+                self.stolen = message
+                out.extend(self._advance(now))
+        return out
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        run = self._run
+        if run is not None and run.my_sealed is None and (self.stolen is None or self.stolen.run != run.number):
+            return []  # wait for someone's onion to copy
+        return super()._advance(now)
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        if isinstance(message, Submit) and self.stolen is not None and self.stolen.run == message.run:
+            message = dataclasses.replace(message, onion=self.stolen.onion,
+                                          inner_commitment=self.stolen.inner_commitment)
+            assert self._run is not None
+            self._run.submissions[self.public_key] = message.onion  # she mixes what she published
+            self._deviate(message.run)
+        return super()._emit(topic, message)
+
+
+# ---------------------------------------------------------------------------------------------- voting and blame
+class FalseComplaint(SubjectStrategy):
+    """Votes no-go on a correct final batch in every run (and blames, as a no-go voter must)."""
+
+    NAME = "false-complaint"
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        run = self._run
+        if isinstance(message, Vote) and message.go and run is not None and self._deviate(message.run):
+            message = dataclasses.replace(message, go=False)
+            run.votes[self.public_key] = message
+            run.my_vote = False
+        return super()._emit(topic, message)
+
+
+class UnsolicitedBlame(SubjectStrategy):
+    """Publishes a blame in every run as soon as she has submitted, without any no-go vote; otherwise
+    honest (mixes, votes go)."""
+
+    NAME = "unsolicited-blame"
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        out = super()._advance(now)
+        run = self._run
+        if run is not None and run.my_sealed is not None and self._deviate(run.number):
+            assert self._round_id is not None and self._group is not None
+            out.append(self._publish_group(Blame(self._round_id, self.public_key, self._group, run.number,
+                                                 run.outer.secret, (), run.my_salt)))
+        return out
+
+
+class GarbageInner(SubjectStrategy):
+    """Seals her record to a key that is not the collector's: her innermost layer is garbage to it,
+    yet her inner ciphertext is in the final batch, so she votes go and reveals."""
+
+    NAME = "garbage-inner"
+
+    def _on_announce(self, message: Announce, digest: bytes, now: float) -> list[Outgoing]:
+        out = super()._on_announce(message, digest, now)
+        if self._params is not None:
+            self._params = dataclasses.replace(self._params, collector_kx=crypto.KxKey.generate(self._rng).public)
+            self.deviated = True
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- misreporting
+class MisreportQI(SubjectStrategy):
+    """Registers her QIs shifted by ``shift`` (each attribute): indistinguishable from the truth. She
+    lands in another group (or moves her group's centroid) and audits the release as she reported."""
+
+    NAME = "misreport-qi"
+    PARAMS: ClassVar[dict[str, object]] = {"shift": 5.0}
+    true_qi: tuple[float, ...] = ()
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        self.true_qi = self._qi
+        self._qi = tuple(v + self.param_float("shift") for v in self._qi)
+        self._caches.expect(self._qi + self._confidential)
+        self.deviated = True
+
+
+class MisreportConfidential(SubjectStrategy):
+    """Submits her confidential values shifted by ``shift``: indistinguishable from the truth; the
+    release carries her false values."""
+
+    NAME = "misreport-confidential"
+    PARAMS: ClassVar[dict[str, object]] = {"shift": 1000.0}
+    true_confidential: tuple[float, ...] = ()
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        self.true_confidential = self._confidential
+        self._confidential = tuple(v + self.param_float("shift") for v in self._confidential)
+        self._caches.expect(self._qi + self._confidential)
+        self.deviated = True
+

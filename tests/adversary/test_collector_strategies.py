@@ -1,0 +1,152 @@
+"""Every collector strategy of `coutil.adversary` against honest subjects, over several seeds.
+
+Each either fails (the subjects refuse) or is detected and made public (a signed complaint, or
+evidence any auditor holding the verdicts and the roster checks), and the collector attributes no
+honest subject's record. The exception is fabricate-members (and isolate-victim with Sybils): its
+defence is admission control, which v2 does not have; the leak is measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coutil.adversary.collector import CollectorStrategy, RerunSubtract
+from tests.adversary.common import CONFIG, SEEDS, Played, play
+
+
+def assert_no_leak(p: Played) -> None:
+    entry = p.collector_entry
+    assert entry["deviated"], entry
+    assert entry["leak"] == [] and entry["attributions"] == 0
+    assert p.section["honest_baseline_leak"] == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rerun_subtract_gets_one_opening_only_and_is_reported(seed: int) -> None:
+    p = play({"collector": "rerun-subtract"}, seed=seed)
+    collector = p.round.collector
+    assert isinstance(collector, RerunSubtract) and collector.rerun_label is not None
+    # It re-ran the group, but nobody who revealed took part again: one opening, nothing to subtract.
+    assert [o.group for o in collector.openings].count(collector.rerun_label) == 1
+    (opened,) = [o for o in collector.openings if o.group == collector.rerun_label]
+    entry = p.collector_entry
+    assert entry["refusals"].keys() == {"rerun_after_reveal", "excluded_after_reveal"}
+    assert entry["complaints"].keys() == {"rerun_after_reveal", "excluded_after_reveal"}
+    # Every member of the opened group refused and complains, the one claimed silent too.
+    assert entry["public"] and entry["detectors"] == len(opened.members)
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_split_roster_is_a_signed_complaint_of_the_group_shown_it(seed: int) -> None:
+    p = play({"collector": {"strategy": "split-view-roster", "victim": seed % 5}}, seed=seed)
+    entry = p.collector_entry
+    shown = p.round.collector.shown  # type: ignore[attr-defined]
+    assert entry["complaints"] == {"roster_mismatch": len(shown)} and entry["public"]
+    verdicts = p.verdicts()
+    for subject in p.round.subjects:
+        v = verdicts[subject.sid]
+        assert (v["reason"] == "roster_mismatch") if subject.public_key in shown else v["accept"], v
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_split_release_is_caught_by_the_verdicts_bindings(seed: int) -> None:
+    p = play({"collector": {"strategy": "split-view-release", "victim": seed % 5}}, seed=seed)
+    entry = p.collector_entry
+    shown = p.round.collector.shown  # type: ignore[attr-defined]
+    # Her accept names the release she saw: it counts as no accept of the one published to the rest.
+    assert entry["auditor"] == {"verdict_bound_to_another_release_or_roster": len(shown)}
+    assert entry["detected_by"] == ["auditor"] and entry["public"]
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dropping_a_live_subject_is_liveness_only(seed: int) -> None:
+    """Out of scope (SPEC §2: the collector is trusted for liveness): the victim is excluded as
+    silent and nobody can prove she was not; nothing of hers is opened, nothing leaks."""
+    p = play({"collector": {"strategy": "drop-subject", "victim": 1}}, seed=seed)
+    entry = p.collector_entry
+    assert p.outcome.completed and p.excluded() == {p.sid(1): "silent"}
+    assert not entry["detected"]  # recorded as it is: no honest party can tell
+    assert p.released() == p.records([r for r in range(p.data.n) if r != 1])
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_isolating_a_victim_among_honest_members_is_seen_by_an_auditor_and_learns_nothing(seed: int) -> None:
+    p = play({"collector": {"strategy": "isolate-victim", "victim": 2}}, seed=seed)
+    entry = p.collector_entry
+    assert p.outcome.completed and all(v["accept"] for v in p.verdicts().values())
+    # Subjects cannot tell (no subject sees QIs); an auditor recomputing MDAV on the roster can.
+    assert entry["detected_by"] == ["auditor"] and entry["auditor"]["groups_not_mdav_on_the_roster"] >= 1
+    assert entry["victim"]["members"] == CONFIG.k and entry["victim"]["own_members"] == 0
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_run_of_members_outside_her_group_is_refused(seed: int) -> None:
+    p = play({"collector": {"strategy": "isolate-victim", "victim": 2, "via": "run"}}, seed=seed)
+    entry = p.collector_entry
+    assert entry["refusals"] == {"run_not_in_group": 1} and entry["complaints"] == {"run_not_in_group": 1}
+    assert entry["detected_by"] == [p.sid(2)] and entry["public"]
+    assert p.verdicts()[p.sid(2)]["reason"] == "run_not_in_group"
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_group_below_k_is_published_only_against_every_subjects_complaint(seed: int) -> None:
+    p = play({"collector": "publish-below-k"}, seed=seed)
+    entry = p.collector_entry
+    assert min(p.outcome.group_sizes) == CONFIG.k - 1  # the deviation itself
+    verdicts = p.verdicts()
+    assert verdicts and not any(v["accept"] for v in verdicts.values())
+    assert set(entry["complaints"]) <= {"not_k_anonymous"} and entry["detectors"] >= len(verdicts) - CONFIG.k
+    assert entry["public"]
+    assert_no_leak(p)
+
+
+# ------------------------------------------------------------------------------------- Sybils: the limit
+SYBIL_TABLES: list[dict[str, Any]] = [
+    {"strategy": "fabricate-members", "isolate": True},
+    {"strategy": "isolate-victim", "members": "sybils"},
+]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("table", SYBIL_TABLES, ids=["fabricate-isolate", "isolate-sybils"])
+def test_a_victim_alone_with_sybils_is_attributed_the_measured_limit(table: dict[str, Any], seed: int) -> None:
+    """SPEC §3, the remaining limit: k - 1 fabricated members beside the victim leave her record alone
+    in the release once the collector's own are taken out. Measured: exactly her record, nobody
+    else's; nothing in v2 lets a subject tell a Sybil from a respondent."""
+    victim = seed % 5
+    p = play({"collector": {**table, "victim": victim}}, seed=seed)
+    collector = p.round.collector
+    assert isinstance(collector, CollectorStrategy)
+    entry = p.collector_entry
+    assert entry["fabricated"] == CONFIG.k - 1
+    assert entry["leak"] == [p.sid(victim)] and entry["attributions"] == 1
+    record = next(iter(collector.attributions().values()))
+    assert record == tuple(p.data.select(list(CONFIG.confidential)).values[victim].tolist())
+    # No subject notices anything; an auditor recomputing MDAV on the roster notices the forced
+    # group only when MDAV itself would not have put the Sybils with her (then nothing at all does).
+    assert set(entry["detected_by"]) <= {"auditor"} and all(v["accept"] for v in p.verdicts().values())
+    view = entry["victim"]
+    assert view["own_members"] == CONFIG.k - 1 and view["members_she_can_verify"] == 0
+    # What she could see herself today: her group's centroid is exactly her own QIs (every other
+    # member registered them). A collector choosing Sybil QIs around hers would hide even that.
+    assert view["centroid_equals_her_qi"] is True
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fabricated_members_without_isolation_leak_only_when_mdav_groups_them_with_her(seed: int) -> None:
+    victim = seed % 5
+    p = play({"collector": {"strategy": "fabricate-members", "victim": victim}}, seed=seed)
+    entry = p.collector_entry
+    view = entry["victim"]
+    assert entry["fabricated"] == CONFIG.k - 1 and p.outcome.completed
+    alone = view["members"] - view["own_members"] == 1
+    assert entry["leak"] == ([p.sid(victim)] if alone else [])
+    assert set(entry["leak"]) <= {p.sid(victim)}  # never anyone else's
