@@ -279,17 +279,21 @@ def _check_roster(r: _Round, check: Check) -> None:
             if a.subject in keys and keys.index(a.subject) != a.leaf_index:
                 check.fail(f"subject {_sid(a.subject)} at leaf {a.leaf_index}, her roster position is "
                            f"{keys.index(a.subject)}")
+    # The latest assigns of the live members must agree per group; an excluded member keeps the assign
+    # of the group she left (which may have merged since), so hers only has to be well-formed.
+    excluded = r.transcript.exclusions
     members_of: dict[int, set[tuple[bytes, ...]]] = defaultdict(set)
     centroid_of: dict[int, set[tuple[float, ...]]] = defaultdict(set)
     for a in ordered:
-        members_of[a.group].add(a.members)
-        centroid_of[a.group].add(a.centroid)
         if a.subject not in a.members:
             check.fail(f"subject {_sid(a.subject)}'s assign does not list her among group {a.group}'s members")
         if list(a.members) != sorted(set(a.members)):
             check.fail(f"group {a.group}: members unsorted or repeated")
         if len(a.members) < r.k:
             check.fail(f"group {a.group} assigned with {len(a.members)} members, below k = {r.k}")
+        if _sid(a.subject) not in excluded:
+            members_of[a.group].add(a.members)
+            centroid_of[a.group].add(a.centroid)
     for group, views in sorted(members_of.items()):
         if len(views) > 1:
             check.fail(f"group {group}: its members were told {len(views)} different member lists (split view)")
@@ -475,9 +479,10 @@ def _check_release(r: _Round, check: Check) -> None:
     centroid_of: dict[int, tuple[float, ...]] = {}
     changed: set[int] = set()
     for a in r.assigns:
-        centroid_of[a.group] = a.centroid
         if _sid(a.subject) in excluded:
             changed.add(a.group)  # released with the mean of its final members (SPEC §4)
+        else:
+            centroid_of[a.group] = a.centroid
     qi_of = {reg.sender: reg.qi for reg in r.registrations}
     nq = len(params.qi_names)
     start = 0
