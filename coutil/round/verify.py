@@ -195,7 +195,7 @@ def _check_signatures(r: _Round, check: Check) -> None:
             return None
         message = d.message
         if not isinstance(message, cls):
-            check.fail(f"{what}: a {message.TAG}, expected a {cls.TAG}")  # type: ignore[attr-defined]
+            check.fail(f"{what}: a {message.TAG}, expected a {cls.TAG}")
             return None
         if message.round_id != t.round_id:
             check.fail(f"{what}: of another round ({message.round_id.hex()}): a replay")
@@ -579,10 +579,10 @@ def _check_membership(r: _Round, check: Check) -> None:
     live: dict[int, int] = Counter()
     tolerated: dict[int, int] = Counter()
     for a in r.assigns:
-        reason = exclusions.get(_sid(a.subject))
-        if reason is None:
+        excluded_for = exclusions.get(_sid(a.subject))
+        if excluded_for is None:
             live[a.group] += 1
-        elif reason == "blamed_unsolicited":
+        elif excluded_for == "blamed_unsolicited":
             tolerated[a.group] += 1  # excluded after her group's reveal_open: her record may be opened
     for group in sorted(set(live) | set(released)):
         size, alive = released.get(group, 0), live.get(group, 0)

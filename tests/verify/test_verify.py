@@ -21,14 +21,14 @@ from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupMessage
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.messages import Assign, Register, Release, Roster
+from coutil.protocol.messages import Assign, Release, Roster
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 from coutil.round.report import RoundReport, write_outputs
 from coutil.round.simulation import synthetic_dataset
 from coutil.round.transcript import TranscriptRecorder, read_transcript, write_transcript
-from coutil.round.verify import CHECKS, verify_path
+from coutil.round.verify import CHECKS
 
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
                      step_timeout=10.0, retry_interval=1.0, register_window=5.0, audit_window=20.0)
@@ -207,10 +207,12 @@ class SplitRoster(CollectorNode):
             if isinstance(message, Assign) and message.subject in victims:
                 index = self._index_of(message.subject)
                 fake_assign = dataclasses.replace(message, merkle_root=self.fake.root, proof=self.fake.proof(index))
-                o = Outgoing(o.topic, self._sign(fake_assign))
-                self._assign_msgs[message.subject] = o
-                self._resend.arm(("assign", message.subject), o, now)
-            shown.append(o)
+                fake_out = Outgoing(o.topic, self._sign(fake_assign))
+                self._assign_msgs[message.subject] = fake_out
+                self._resend.arm(("assign", message.subject), fake_out, now)
+                shown.append(fake_out)
+            else:
+                shown.append(o)
         self._resend.arm("late-roster", real_roster, now)
         return shown
 
