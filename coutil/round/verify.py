@@ -718,7 +718,8 @@ def verify_path(path: Path) -> VerifyResult:
     if path.is_dir():
         file = path / TRANSCRIPT_NAME
         if not file.exists():
-            raise InputError(f"{path}: no {TRANSCRIPT_NAME} (a run directory of an older coutil, or not one)")
+            raise InputError(f"{path}: no {TRANSCRIPT_NAME} (the collector never announced a round, an older coutil "
+                             "wrote it, or not a run directory)")
         return verify_transcript(read_transcript(file), directory=path, source=str(path))
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")

@@ -69,7 +69,9 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
                          wall_times={}, traffic={}, rejections={}, events=0, dropped={}, vanished=[],
                          subject_states={})
     directory = tmp_path / "run"
-    write_outputs(report, [], directory, recorder.transcript(include_registrations=registrations))
+    transcript = recorder.transcript(include_registrations=registrations)
+    assert transcript is not None
+    write_outputs(report, [], directory, transcript)
     return Run(directory, collector, subjects)
 
 
