@@ -45,7 +45,7 @@ def test_attack_summarizes_thousands_of_distances_and_titles_its_figure(
 def test_the_figure_title_names_the_data_and_n(mdav_release: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib", reason="the plot extra draws the figure")
-    import coutil.audit.plots as plots
+    from coutil.audit import plots
 
     titles: list[str] = []
     original = plots.plot_distance_distributions

@@ -77,6 +77,7 @@ def _register_all() -> None:
         round_commands,
         sdc_commands,
         service_commands,
+        verify_commands,
     )
 
     sdc_commands.register(app)
@@ -87,6 +88,7 @@ def _register_all() -> None:
     dp_commands.register_anonymize(sdc_commands.anonymize_app)
     experiment_commands.register(app)
     report_commands.register(app)
+    verify_commands.register(app)
 
 
 _register_all()

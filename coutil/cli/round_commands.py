@@ -25,7 +25,7 @@ from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 if TYPE_CHECKING:
     from coutil.round.report import RoundReport
 
-OUTPUT_FILES = "release.csv, manifest.json, audit.json, trace.jsonl, report.json"
+OUTPUT_FILES = "release.csv, manifest.json, audit.json, trace.jsonl, report.json, transcript.json"
 
 
 def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, str]]) -> Table:
@@ -160,6 +160,7 @@ def run_round_command(
     force: bool = False,
     allow_k1: bool = False,
     ca_file: Path | None = None,
+    with_registrations: bool = False,
 ) -> dict[str, Any]:
     from coutil.net.mqtt import parse_broker_url
     from coutil.round.mqtt import run_mqtt_round  # the MQTT stack: imported only when a round runs over it
@@ -181,7 +182,7 @@ def run_round_command(
     with progress(not as_json) as bars:
         report, stats = run_mqtt_round(dataset, config, seed=seed, broker=address, timeout=timeout, out_dir=out,
                                        workers=workers, progress=phase_progress(bars, PHASES, dataset.n),
-                                       adversary=spec.adversary)
+                                       adversary=spec.adversary, transcript_registrations=with_registrations)
     summary = report.summary()
     summary["broker"] = broker_shown
     summary["network"] = stats.as_dict()
@@ -221,6 +222,7 @@ def simulate(
     sets: tuple[str, ...] = (),
     force: bool = False,
     allow_k1: bool = False,
+    with_registrations: bool = False,
 ) -> dict[str, Any]:
     """Run the simulation described by ``config``; returns the summary (raises when incomplete)."""
     from coutil.round.memory import run_memory_round
@@ -232,7 +234,7 @@ def simulate(
     with progress(show_progress and not as_json) as bars:
         report = run_memory_round(dataset, spec.config, seed=seed, network=spec.network, faults=spec.faults,
                                   out_dir=out, progress=phase_progress(bars, PHASES, dataset.n),
-                                  adversary=spec.adversary)
+                                  adversary=spec.adversary, transcript_registrations=with_registrations)
     summary = report.summary()
     if as_json:
         emit_json(summary)
@@ -262,6 +264,9 @@ SubjectsOption = Annotated[int | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")]
 AllowK1Option = Annotated[bool, typer.Option("--allow-k1", help="Accept k = 1 (every record released unchanged: "
                                              "no anonymity), e.g. for a baseline.")]
+WithRegistrationsOption = Annotated[bool, typer.Option(
+    "--with-registrations", help="Put the registrations (every subject's exact QIs) in --out/transcript.json too, "
+    "so that `coutil verify` can recompute the grouping: only for an auditor entrusted with them.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Write --out even when it holds an input file (--data, "
                                            "--config); it is replaced whole once the round's outputs are complete.")]
 
@@ -294,6 +299,7 @@ def register(app: typer.Typer) -> None:
         ca_file: Annotated[Path | None, typer.Option("--ca-file", help="CA certificate (PEM) of the broker's TLS "
                                                      "certificate, for mqtts://.", show_default=False)] = None,
         allow_k1: AllowK1Option = False,
+        with_registrations: WithRegistrationsOption = False,
         force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
@@ -303,7 +309,7 @@ def register(app: typer.Typer) -> None:
         they are complete; interrupted (Ctrl-C, SIGTERM), the command leaves --out untouched.
         """
         run_round_command(data, qi, confidential, k, subjects, out, seed, broker, config, timeout, as_json, workers,
-                          tuple(sets or ()), force, allow_k1, ca_file)
+                          tuple(sets or ()), force, allow_k1, ca_file, with_registrations)
 
     @app.command("simulate", cls=OneLineErrorsCommand)
     def simulate_command(
@@ -315,6 +321,7 @@ def register(app: typer.Typer) -> None:
         subjects: SubjectsOption = None,
         sets: SetOption = None,
         allow_k1: AllowK1Option = False,
+        with_registrations: WithRegistrationsOption = False,
         force: ForceOption = False,
         as_json: JsonOption = False,
     ) -> None:
@@ -322,4 +329,5 @@ def register(app: typer.Typer) -> None:
 
         Outputs as for `coutil run`: complete in --out, or (interrupted) --out untouched.
         """
-        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), force=force, allow_k1=allow_k1)
+        simulate(config, seed, out, data, subjects, as_json, sets=tuple(sets or ()), force=force, allow_k1=allow_k1,
+                 with_registrations=with_registrations)

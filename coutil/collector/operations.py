@@ -9,18 +9,14 @@ ids (sids). The transcript is the signed bytes an auditor needs to check a round
 from __future__ import annotations
 
 import itertools
-import json
 from collections import Counter
 from pathlib import Path
 
 from coutil.collector.storage import CollectorStore, StoredRound
 from coutil.errors import InputError, RemoteProtocolError
-from coutil.fileio import write_text_atomic
 from coutil.protocol import codec, topics
 from coutil.protocol.messages import Verdict
-
-#: Transcript format version (bumped when the layout of `export_transcript` changes).
-TRANSCRIPT_VERSION = 1
+from coutil.round.transcript import Transcript, write_transcript
 
 
 def find_round(store: CollectorStore, round_hex: str | None, *, with_release: bool = False) -> StoredRound:
@@ -122,35 +118,37 @@ def verdict_summary(stored: StoredRound) -> dict[str, object]:
     }
 
 
+def stored_transcript(stored: StoredRound, *, include_registrations: bool = False) -> Transcript:
+    """The round's signed transcript (`coutil.round.transcript`) from what the store holds.
+
+    The store keeps no shuffle_start, so the exclusions are the collector's summary only
+    (``shuffle_starts_included`` false)."""
+    if stored.announce is None:
+        raise InputError(f"round {stored.round_id.hex()}: no announce stored, nothing to audit")
+    return Transcript(
+        round_id=stored.round_id,
+        phase=stored.phase,
+        collector_key=stored.collector_key,
+        announce=stored.announce,
+        roster=stored.roster_payload,
+        assignments=tuple(stored.assignment_payloads.values()),
+        exclusions={topics.sid_of(key): reason for key, reason in stored.exclusions.items()},
+        release=stored.release_payload,
+        verdicts=tuple(v.payload for v in stored.verdicts),
+        registrations=tuple(r.payload for r in stored.registrations) if include_registrations else (),
+        registrations_included=include_registrations,
+    )
+
+
 def export_transcript(stored: StoredRound, path: Path, *, include_registrations: bool = False) -> dict[str, object]:
     """Write the round's signed transcript as one JSON file (payloads in hex); returns its counts.
 
-    An auditor re-verifies every signature and digest from these bytes alone: the announce (the
-    parameters and the collector's key), the roster, every assignment, the release and every
-    verdict. Registrations carry each subject's exact QIs, which only the collector may read: they
-    are left out unless ``include_registrations`` (an auditor entrusted with them can then recompute
-    the MDAV partition).
+    An auditor (`coutil verify`) re-verifies every signature and digest from these bytes alone: the
+    announce (the parameters and the collector's key), the roster, every assignment, the release and
+    every verdict. Registrations carry each subject's exact QIs, which only the collector may read:
+    they are left out unless ``include_registrations`` (an auditor entrusted with them can then
+    recompute the MDAV partition). The format is `coutil.round.transcript`'s, the one a run writes.
     """
-    if stored.announce is None:
-        raise InputError(f"round {stored.round_id.hex()}: no announce stored, nothing to audit")
-    document = {
-        "transcript_version": TRANSCRIPT_VERSION,
-        "round": stored.round_id.hex(),
-        "phase": stored.phase,
-        "collector_key": stored.collector_key.hex(),
-        "announce": stored.announce.hex(),
-        "registrations": [r.payload.hex() for r in stored.registrations] if include_registrations else [],
-        "registrations_included": include_registrations,
-        "roster": stored.roster_payload.hex() if stored.roster_payload is not None else None,
-        "assignments": [p.hex() for p in stored.assignment_payloads.values()],
-        "exclusions": {topics.sid_of(key): reason for key, reason in stored.exclusions.items()},
-        "release": stored.release_payload.hex() if stored.release_payload is not None else None,
-        "verdicts": [v.payload.hex() for v in stored.verdicts],
-    }
-    try:
-        write_text_atomic(path, json.dumps(document, indent=1) + "\n")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the transcript: {exc.strerror}") from None
-    return {key: len(value) if isinstance(value, list) else value is not None
-            for key, value in document.items() if key in ("registrations", "assignments", "verdicts", "roster",
-                                                          "release")}
+    transcript = stored_transcript(stored, include_registrations=include_registrations)
+    write_transcript(path, transcript)
+    return transcript.counts()

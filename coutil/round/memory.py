@@ -27,6 +27,7 @@ from coutil.round.nodes import build_round_nodes
 from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
 from coutil.round.simulation import FaultPlan, Outage, vanish_time, vanishing_subjects
 from coutil.round.tracker import ProgressCallback, RoundTracker
+from coutil.round.transcript import TranscriptRecorder
 from coutil.sdc.dataset import Dataset
 
 #: How many bus events between two progress callbacks.
@@ -59,8 +60,10 @@ class SimulationOptions(TypedDict, total=False):
     faults: FaultPlan | None
     #: Transport outages (partitions of everyone, the subjects or the collector; default: none).
     outages: Sequence[Outage]
-    #: Write release.csv, manifest.json, audit.json, trace.jsonl and report.json here.
+    #: Write release.csv, manifest.json, audit.json, trace.jsonl, report.json and transcript.json here.
     out_dir: Path | None
+    #: Put the registrations (every subject's exact QIs) into transcript.json too (default: left out).
+    transcript_registrations: bool
     progress: ProgressCallback | None
     #: Stop at this virtual time (default: both windows plus 200 step timeouts).
     max_virtual_time: float | None
@@ -106,7 +109,9 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     )
     bus = MemoryBus(seed=seed, network=network, faults=BusFaults(partitions=partitions),
                     record_publications=record_publications, record_events=False)
-    bus.add_node(COLLECTOR_ID, collector)
+    # With outputs, the driver records the signed transcript (transcript.json) from the collector's outputs.
+    recorder = TranscriptRecorder(collector) if out_dir is not None else None
+    bus.add_node(COLLECTOR_ID, recorder if recorder is not None else collector)
     for node_id, subject in zip(sids, built.subjects, strict=True):
         bus.add_node(node_id, subject)
     vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)
@@ -161,6 +166,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
             subjects=built.subjects)
     if out_dir is not None:
         t_out = time.perf_counter()
-        write_outputs(report, tracker.events, Path(out_dir))
+        transcript = recorder.transcript(include_registrations=options.get("transcript_registrations", False)) \
+            if recorder is not None else None
+        write_outputs(report, tracker.events, Path(out_dir), transcript)
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)

@@ -30,6 +30,7 @@ from coutil.protocol.subject import SubjectNode
 from coutil.round.nodes import build_collector, build_round_nodes
 from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
 from coutil.round.tracker import ProgressCallback, RoundTracker
+from coutil.round.transcript import TranscriptRecorder
 from coutil.round.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows_by_qi
 from coutil.sdc.dataset import Dataset
 
@@ -41,8 +42,10 @@ class MqttRoundOptions(TypedDict, total=False):
     broker: str | BrokerAddress | None
     #: Give up after this many seconds (default: both windows plus 60 step timeouts).
     timeout: float | None
-    #: Write release.csv, manifest.json, audit.json, trace.jsonl and report.json here.
+    #: Write release.csv, manifest.json, audit.json, trace.jsonl, report.json and transcript.json here.
     out_dir: Path | None
+    #: Put the registrations (every subject's exact QIs) into transcript.json too (default: left out).
+    transcript_registrations: bool
     progress: ProgressCallback | None
     options: DriverOptions | None
     #: The subjects share one multiplexed MQTT connection (the collector has its own); False gives
@@ -80,7 +83,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     limit = timeout if timeout is not None else (
         config.register_window + config.audit_window + 60 * config.step_timeout
     )
-    nodes: list[Node | list[Node]] = [collector]
+    # With outputs, the driver records the signed transcript (transcript.json) from the collector's outputs.
+    recorder = TranscriptRecorder(collector) if out_dir is not None else None
+    nodes: list[Node | list[Node]] = [recorder if recorder is not None else collector]
     if shared_connection:
         nodes.append(list(subjects))
     else:
@@ -167,7 +172,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=subjects if len(subjects) == data.n else None)
     if out_dir is not None:
-        write_outputs(report, tracker.events, Path(out_dir))
+        transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
+            if recorder is not None else None
+        write_outputs(report, tracker.events, Path(out_dir), transcript)
     return report, stats
 
 

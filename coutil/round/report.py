@@ -22,6 +22,7 @@ from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
+from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
 from coutil.sdc.dataset import format_number, write_csv
 from coutil.sdc.dp import delta_for, epsilon_from_beta
 
@@ -213,11 +214,13 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
 
 
 #: The files of a round's output directory (`write_outputs`).
-ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json")
+ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", TRANSCRIPT_NAME)
 
 
-def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:
-    """release.csv, manifest.json, audit.json, trace.jsonl and report.json under ``out_dir``.
+def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path,
+                  transcript: Transcript | None = None) -> None:
+    """release.csv, manifest.json, audit.json, trace.jsonl, report.json and (when given) the signed
+    ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``.
 
     All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
     ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
@@ -225,6 +228,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
     """
     with staged_directory(out_dir, replaceable=ROUND_OUTPUT_NAMES) as staging:
         _write_outputs(report, events, staging)
+        if transcript is not None:
+            write_transcript(staging / TRANSCRIPT_NAME, transcript)
 
 
 def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:

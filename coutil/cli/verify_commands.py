@@ -1,0 +1,50 @@
+"""`coutil verify PATH`: the auditor. Thin: parse, call `coutil.round.verify`, print.
+
+Exit 0 when every check passes, 3 (`CheckFailedError`) naming the first problem when one fails, 2 for
+a PATH that is neither a run directory with a transcript.json nor a transcript.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console
+from coutil.errors import CheckFailedError
+
+_MARK = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
+
+
+def register(app: typer.Typer) -> None:
+    """Add `verify` to the `coutil` app."""
+
+    @app.command("verify", cls=OneLineErrorsCommand)
+    def verify_command(
+        path: Annotated[Path, typer.Argument(help="A run directory (--out of coutil run or simulate: its "
+                                             "transcript.json, release.csv, manifest.json) or a transcript "
+                                             "(coutil collector export --transcript).", show_default=False)],
+        catches: Annotated[bool, typer.Option("--catches", help="Print which collector deviation each check catches "
+                                              "(shown for failed checks anyway).")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print every check as one JSON object.")] = False,
+    ) -> None:
+        """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
+        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release."""
+        from coutil.round.verify import verify_path
+
+        result = verify_path(path)
+        if as_json:
+            emit_json(result.as_dict())
+        else:
+            for check in result.checks:
+                detail = "; ".join(check.problems) if check.problems else "; ".join(check.notes)
+                err_console.print(f"{_MARK[check.status]} {check.name}: {escape(detail)}")
+                if catches or check.status == "fail":
+                    err_console.print(f"     catches: {escape(check.catches)}", style="dim")
+            failed = sum(1 for c in result.checks if c.status == "fail")
+            err_console.print(f"round {result.round_id}: " + ("every check passes" if result.ok else
+                                                               f"{failed} check(s) failed"))
+        if not result.ok:
+            raise CheckFailedError(f"{path}: {result.first_problem}")
