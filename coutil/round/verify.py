@@ -240,7 +240,13 @@ def _need(r: _Round, check: Check, *, roster: bool = False, release: bool = Fals
         check.skip(f"no roster (phase {r.transcript.phase})")
         return False
     if release and r.release is None:
-        check.skip(f"no release (phase {r.transcript.phase})")
+        if r.transcript.phase in ("auditing", "done") or r.transcript.verdicts:
+            # Past the release, it must be on the release topic (retained, the same for everyone): a
+            # collector that showed releases only in inboxes may have shown different ones (split view).
+            check.fail(f"no release on the release topic although the round reached {r.transcript.phase} "
+                       f"({len(r.transcript.verdicts)} verdicts): releases shown only privately")
+        else:
+            check.skip(f"no release (phase {r.transcript.phase})")
         return False
     return True
 
