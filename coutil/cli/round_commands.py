@@ -64,7 +64,8 @@ def _outcome_line(summary: dict[str, Any], k: int) -> str:
     complaining = summary["verdicts"] - summary["accepted"]
     worked = summary["completed"] and released == subjects and complaining == 0 and summary["verdicts"] > 0
     walls = summary["wall_times"]
-    phases = ", ".join(f"{p} {seconds:.1f} s" for p, seconds in walls.items() if p not in ("setup", "run", "outputs"))
+    phases = ", ".join(f"{p} {seconds:.1f} s" for p, seconds in walls.items()
+                       if p not in ("setup", "run", "outputs", "done", "aborted"))
     total = f"{walls['run']:.1f} s" if "run" in walls else "?"
     return (f"{'[green]round OK[/]' if worked else '[red]round NOT OK[/]'}: {released} of {subjects} subjects "
             f"released, {excluded} excluded, {complaining} complaining; k = {k}; {total} ({phases})")
