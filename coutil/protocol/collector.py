@@ -195,6 +195,11 @@ class CollectorNode:
         return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id),
                           topics.all_subject_to(self.round_id)})
 
+    @property
+    def resends(self) -> dict[str, int]:
+        """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
+        return dict(self._resend.resent)
+
     def drain_events(self) -> list[CollectorEvent]:
         events, self._events = self._events, []
         return events
@@ -238,9 +243,11 @@ class CollectorNode:
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         self._now = self._resend.now = now
         out: list[Outgoing] = []
+        kind = ""
         try:
             decoded = self._decode_cache.decode(payload, self._limits)
             message = decoded.message
+            kind = message.TAG
             if message.round_id != self.round_id:
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
             if self.state == CollectorState.CREATED:
@@ -262,7 +269,7 @@ class CollectorNode:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
             out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
-            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, kind=kind))
         return out
 
     def on_timer(self, now: float) -> list[Outgoing]:
@@ -458,7 +465,8 @@ class CollectorNode:
             out = self._on_deviation(group, message.sender, exc, now)
             if out is None:
                 raise
-            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender))
+            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
+                                             message.TAG))
             return out
         if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))

@@ -15,6 +15,7 @@ load (at 2,000 subjects, 20 duplicate deliveries per subject), and the RTO grows
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,6 +55,8 @@ class Resender:
         self.now = 0.0
         self._srtt: float | None = None
         self._rttvar = 0.0
+        #: Messages re-sent so far, by kind of key (its first element: ``assign``, ``keys``, ...).
+        self.resent: Counter[str] = Counter()
         if max_interval is not None:
             self.limit_interval(max_interval)
 
@@ -113,6 +116,7 @@ class Resender:
         for key in self._timers.pop_due(now):
             entry = self._pending[key]
             out.extend(entry.messages)
+            self.resent[_kind_of(key)] += len(entry.messages)
             entry.interval = min(entry.interval * 2.0, self._cap)
             self._timers.set(key, now + entry.interval)
         return out
@@ -129,3 +133,8 @@ class Resender:
 
     def next_due(self) -> float | None:
         return self._timers.next_time()
+
+
+def _kind_of(key: object) -> str:
+    """A re-send key's kind: the key itself (``"register"``) or its first element (``("assign", k)``)."""
+    return str(key[0] if isinstance(key, tuple) and key else key)

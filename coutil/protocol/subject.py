@@ -261,6 +261,11 @@ class SubjectNode:
         self._resend.expedite(now)
         return self.on_timer(now)
 
+    @property
+    def resends(self) -> dict[str, int]:
+        """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
+        return dict(self._resend.resent)
+
     def drain_events(self) -> list[SubjectEvent]:
         events, self._events = self._events, []
         return events
@@ -272,11 +277,12 @@ class SubjectNode:
             self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
             return []
         sender: bytes | None = None
+        kind = ""
         try:
             # Decoding and verifying is a pure function of the bytes: the nodes of one process share it.
             decoded = self._caches.decode(payload, self._limits)
             message = decoded.message
-            sender = message.sender
+            sender, kind = message.sender, message.TAG
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -286,7 +292,7 @@ class SubjectNode:
                 raise RemoteProtocolError("own_message", f"{message.TAG} sent by me", ignore=True)
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
-            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender))
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender, kind))
             return []
 
     # ------------------------------------------------------------------ helpers
