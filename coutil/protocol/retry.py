@@ -11,6 +11,16 @@ took to be acknowledged), never below the configured base interval nor above the
 network the RTO is the base interval. When one machine hosts thousands of subjects, an answer
 takes seconds to come back because the CPU is busy; re-sending every 2 s then multiplied the
 load (at 2,000 subjects, 20 duplicate deliveries per subject), and the RTO grows instead.
+
+News holds re-sends back (RFC 6298, rule 5.3: "when an ACK is received that acknowledges new data,
+restart the retransmission timer"): while fresh messages keep arriving (an acknowledgement, or
+`news` from the node: a fellow member's keys, a batch), the peers are busy serving the queue in
+which this message waits, and a copy would only lengthen it. A message is then re-sent once its
+wait has passed since the later of its last send and the last news, and at the latest after the
+cap since its last send (so that a lost message is still re-sent within the cap). Measured at
+10^4 subjects with two workers: the collector's assigns, sent all at once when registration
+closes, were re-sent about twice each before their acknowledgements (the members' run_keys) had
+all come back.
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ class _Pending:
     messages: tuple[Outgoing, ...]
     interval: float
     armed_at: float
+    #: When its messages last left (first send or re-send).
+    sent_at: float
 
 
 class Resender:
@@ -55,6 +67,8 @@ class Resender:
         self.now = 0.0
         self._srtt: float | None = None
         self._rttvar = 0.0
+        #: When the last news arrived (see `news`).
+        self._news_at = float("-inf")
         #: Messages re-sent so far, by kind of key (its first element: ``assign``, ``keys``, ...).
         self.resent: Counter[str] = Counter()
         if max_interval is not None:
@@ -79,8 +93,23 @@ class Resender:
         """Start (or restart) re-sending ``messages`` until `cancel(key)`."""
         msgs = messages if isinstance(messages, tuple) else (messages,)
         interval = self.timeout
-        self._pending[key] = _Pending(msgs, interval, now)
+        self._pending[key] = _Pending(msgs, interval, now, now)
         self._timers.set(key, now + interval)
+
+    def postpone(self, seconds: float) -> None:
+        """Every pending message's next send waits ``seconds`` longer (at most the cap after its last
+        send): a burst was just queued, and its acknowledgements cannot come before it drained."""
+        if seconds <= 0.0:
+            return
+        for key, entry in self._pending.items():
+            due = self._timers.get(key)
+            if due is not None:
+                self._timers.set(key, min(due + seconds, entry.sent_at + self._cap))
+
+    def news(self, now: float) -> None:
+        """A fresh message arrived (not a duplicate): the peers are being served; pending re-sends
+        wait for their interval from now (never beyond the cap since their last send)."""
+        self._news_at = max(self._news_at, now)
 
     def cancel(self, key: object, *, acknowledged: bool = True) -> None:
         """Stop re-sending ``key``'s messages. ``acknowledged``: the evidence that they were consumed
@@ -89,8 +118,10 @@ class Resender:
         if entry is None:
             return
         self._timers.discard(key)
-        if acknowledged and self.now >= entry.armed_at:
-            self._observe(self.now - entry.armed_at)
+        if acknowledged:
+            self.news(self.now)
+            if self.now >= entry.armed_at:
+                self._observe(self.now - entry.armed_at)
 
     def _observe(self, sample: float) -> None:
         if self._srtt is None:
@@ -115,6 +146,11 @@ class Resender:
         out: list[Outgoing] = []
         for key in self._timers.pop_due(now):
             entry = self._pending[key]
+            held = min(self._news_at + entry.interval, entry.sent_at + self._cap)
+            if held > now:
+                self._timers.set(key, held)  # news since it left: not yet
+                continue
+            entry.sent_at = now
             out.extend(entry.messages)
             self.resent[_kind_of(key)] += len(entry.messages)
             entry.interval = min(entry.interval * 2.0, self._cap)
@@ -125,6 +161,7 @@ class Resender:
         """Make every pending message due at ``now``, its back-off restarted: the transport is back
         after an outage, and whatever was sent into it may be lost (a restarted broker forgets)."""
         interval = self.timeout
+        self._news_at = float("-inf")  # news from before the outage holds nothing back
         for key, entry in self._pending.items():
             entry.interval = interval
             # Not a round-trip sample when acknowledged later: the outage is not the network's delay.

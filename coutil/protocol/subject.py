@@ -647,6 +647,7 @@ class SubjectNode:
         run = self._run
         if run is None or self._round_id is None or self._group is None or self._params is None:
             return []
+        self._resend.news(now)  # called on every fresh message of the run: it is moving (see retry.py)
         out: list[Outgoing] = []
         members = run.members
         g = len(members)
@@ -686,7 +687,9 @@ class SubjectNode:
         # group_done: the collector needs it to open the records.
         if step < g and (step + 1 in run.batches or g in run.batches):
             self._resend.cancel(("batch", run.number))
-        if g in run.batches or (position == 0 and 1 in run.batches):
+        # Any batch acknowledges my keys and submission: mixer 1 peeled every member's submission,
+        # and every member built hers with all members' keys. Mixer 1 learns it from the submissions.
+        if run.batches or (position == 0 and len(run.submissions) == g):
             self._resend.cancel(("submit", run.number))
             self._resend.cancel(("keys", run.number))
         # 3. Final batch: vote.
