@@ -42,6 +42,14 @@ RTT_ALPHA = 0.125
 RTT_BETA = 0.25
 
 
+class NewsClock:
+    """When news last arrived (see `Resender.news`): one per node, or shared by the nodes one
+    process hosts over one connection, whose messages wait in the same queues."""
+
+    def __init__(self) -> None:
+        self.at = float("-inf")
+
+
 @dataclass
 class _Pending:
     messages: tuple[Outgoing, ...]
@@ -58,7 +66,8 @@ class Resender:
     asks for the next due time after every message it handles.
     """
 
-    def __init__(self, base_interval: float, max_interval: float | None = None) -> None:
+    def __init__(self, base_interval: float, max_interval: float | None = None, *,
+                 news: NewsClock | None = None) -> None:
         self._base = base_interval
         self._cap = base_interval * MAX_BACKOFF_FACTOR
         self._pending: dict[object, _Pending] = {}
@@ -68,7 +77,7 @@ class Resender:
         self._srtt: float | None = None
         self._rttvar = 0.0
         #: When the last news arrived (see `news`).
-        self._news_at = float("-inf")
+        self._news = news if news is not None else NewsClock()
         #: Messages re-sent so far, by kind of key (its first element: ``assign``, ``keys``, ...).
         self.resent: Counter[str] = Counter()
         if max_interval is not None:
@@ -106,10 +115,19 @@ class Resender:
             if due is not None:
                 self._timers.set(key, min(due + seconds, entry.sent_at + self._cap))
 
+    def relax(self, key: object) -> None:
+        """Re-send ``key``'s messages only at the cap from now on: their acknowledgement waits for
+        something other than their receivers (a member's vote, for the reveal barrier)."""
+        entry = self._pending.get(key)
+        if entry is None or entry.interval >= self._cap:
+            return
+        entry.interval = self._cap
+        self._timers.set(key, entry.sent_at + self._cap)
+
     def news(self, now: float) -> None:
         """A fresh message arrived (not a duplicate): the peers are being served; pending re-sends
         wait for their interval from now (never beyond the cap since their last send)."""
-        self._news_at = max(self._news_at, now)
+        self._news.at = max(self._news.at, now)
 
     def cancel(self, key: object, *, acknowledged: bool = True) -> None:
         """Stop re-sending ``key``'s messages. ``acknowledged``: the evidence that they were consumed
@@ -146,7 +164,7 @@ class Resender:
         out: list[Outgoing] = []
         for key in self._timers.pop_due(now):
             entry = self._pending[key]
-            held = min(self._news_at + entry.interval, entry.sent_at + self._cap)
+            held = min(self._news.at + entry.interval, entry.sent_at + self._cap)
             if held > now:
                 self._timers.set(key, held)  # news since it left: not yet
                 continue
@@ -161,7 +179,7 @@ class Resender:
         """Make every pending message due at ``now``, its back-off restarted: the transport is back
         after an outage, and whatever was sent into it may be lost (a restarted broker forgets)."""
         interval = self.timeout
-        self._news_at = float("-inf")  # news from before the outage holds nothing back
+        self._news.at = float("-inf")  # news from before the outage holds nothing back
         for key, entry in self._pending.items():
             entry.interval = interval
             # Not a round-trip sample when acknowledged later: the outage is not the network's delay.

@@ -14,6 +14,7 @@ from coutil.protocol import crypto
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SeededRandom, SystemRandom
+from coutil.protocol.retry import NewsClock
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 from coutil.sdc.dataset import Dataset
@@ -68,6 +69,8 @@ def build_subject_nodes(
     collide). A row's keys depend only on ``seed`` and the row number, so a worker process hosting
     a slice of them gets the very subjects a single process would."""
     caches = caches if caches is not None else SharedCaches()
+    # One news clock: the subjects of one process wait in the same queues (see `coutil.protocol.retry`).
+    news = NewsClock()
     qi_values = data.select(list(config.qi)).values
     conf_values = data.select(list(config.confidential)).values
     subject_rng = SeededRandom(seed).fork("subjects")
@@ -76,7 +79,8 @@ def build_subject_nodes(
     seen: set[str] = set()
     for i in rows:
         subject = SubjectNode(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
-                              rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval)
+                              rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval,
+                              news=news)
         node_id = subject.sid if subject.sid not in seen else f"{subject.sid}-{i}"
         seen.add(node_id)
         subjects.append(subject)
