@@ -295,6 +295,9 @@ class SubjectNode:
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender, kind))
+            if exc.reason == "duplicate" and kind in ("run_keys", "submit", "batch", "vote"):
+                # A fellow member re-sent: she is stuck, perhaps without a message of mine (see retry.py).
+                return self._resend.resend_now(now)
             return []
 
     # ------------------------------------------------------------------ helpers
