@@ -183,6 +183,9 @@ class CollectorNode:
         self._heard_at: float | None = None
         #: When the outage under way (signalled or suspected) began; None: none under way.
         self._outage_since: float | None = None
+        #: When the announce left and the latest registration arrived (`_close_registration`).
+        self._registration_started = 0.0
+        self._last_registration_at = 0.0
 
     # ------------------------------------------------------------------ Node interface
     @property
@@ -194,6 +197,11 @@ class CollectorNode:
             return frozenset()
         return frozenset({topics.all_subject_up(self.round_id), topics.all_subject_group(self.round_id),
                           topics.all_subject_to(self.round_id)})
+
+    @property
+    def resends(self) -> dict[str, int]:
+        """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
+        return dict(self._resend.resent)
 
     def drain_events(self) -> list[CollectorEvent]:
         events, self._events = self._events, []
@@ -232,15 +240,18 @@ class CollectorNode:
         # Re-published during registration: a retained message's delivery can be lost like any other,
         # and only subjects still waiting for a round subscribe to the announce topic.
         self._resend.arm("announce", self._announce_out, now)
+        self._registration_started = self._last_registration_at = now
         self._enter(CollectorState.REGISTRATION)
         return [self._announce_out]
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         self._now = self._resend.now = now
         out: list[Outgoing] = []
+        kind = ""
         try:
             decoded = self._decode_cache.decode(payload, self._limits)
             message = decoded.message
+            kind = message.TAG
             if message.round_id != self.round_id:
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
             if self.state == CollectorState.CREATED:
@@ -262,7 +273,7 @@ class CollectorNode:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
             out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
-            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore))
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, kind=kind))
         return out
 
     def on_timer(self, now: float) -> list[Outgoing]:
@@ -327,6 +338,7 @@ class CollectorNode:
         ack = RegisterAck(self.round_id, self.public_key, message.sender, digest)
         out = Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))
         self._registrations[message.sender] = Registration(message.sender, message.qi, digest, out)
+        self._last_registration_at = now
         self._event(RegistrationAccepted(now, topics.sid_of(message.sender), message.sender, digest))
         expected = self.config.expected_subjects
         if expected and len(self._registrations) >= expected:
@@ -387,6 +399,11 @@ class CollectorNode:
                 out.extend(self._start_run(group, (), now))
         self._event(GroupsFormed(now, n, len(self._groups)))
         self._enter(CollectorState.SHARING)
+        # Every assign and shuffle_start leaves at once: no acknowledgement can come back before the
+        # subjects have worked through that queue, so their first re-send waits that much longer.
+        # The registration was the swarm's answer to one message each (the announce): the burst of
+        # len(out) / n messages each is taken to need as long per message.
+        self._resend.postpone((self._last_registration_at - self._registration_started) * len(out) / n)
         return out
 
     def _send_assign(self, key: bytes, key_index: int, now: float) -> list[Outgoing]:
@@ -458,8 +475,10 @@ class CollectorNode:
             out = self._on_deviation(group, message.sender, exc, now)
             if out is None:
                 raise
-            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender))
+            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
+                                             message.TAG))
             return out
+        self._resend.news(now)  # a fresh member message: the subjects are being served (see retry.py)
         if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))
             if group.all_keys():

@@ -58,6 +58,9 @@ class Rejection:
     detail: str
     ignored: bool
     sender: bytes | None = None
+    #: The message's type tag when it decoded (``run_keys``, ``assign``, ...): which kind of re-send a
+    #: duplicate was. Empty when the payload did not decode.
+    kind: str = ""
 
 
 class RandomSource(Protocol):

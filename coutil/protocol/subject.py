@@ -57,7 +57,7 @@ from coutil.protocol.messages import (
     Vote,
 )
 from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_place
-from coutil.protocol.retry import Resender
+from coutil.protocol.retry import NewsClock, Resender
 from coutil.protocol.shuffle import (
     batch_digest,
     collector_aad,
@@ -126,6 +126,7 @@ class SubjectNode:
         caches: SharedCaches | None = None,
         limits: codec.Limits | None = None,
         retry_interval: float = 2.0,
+        news: NewsClock | None = None,
     ) -> None:
         self._collector_key = bytes(collector_key)
         self._qi = tuple(float(v) for v in qi)
@@ -144,7 +145,8 @@ class SubjectNode:
         self.verdict: Verdict | None = None
         self.audit: SubjectVerdict | None = None
         self._events: list[SubjectEvent] = []
-        self._resend = Resender(retry_interval)
+        # ``news``: shared by the subjects one process hosts (their messages wait in the same queues).
+        self._resend = Resender(retry_interval, news=news)
         self._round_id: bytes | None = None
         self._params: RoundParams | None = None
         self._register_digest: bytes | None = None
@@ -261,6 +263,11 @@ class SubjectNode:
         self._resend.expedite(now)
         return self.on_timer(now)
 
+    @property
+    def resends(self) -> dict[str, int]:
+        """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
+        return dict(self._resend.resent)
+
     def drain_events(self) -> list[SubjectEvent]:
         events, self._events = self._events, []
         return events
@@ -272,11 +279,12 @@ class SubjectNode:
             self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
             return []
         sender: bytes | None = None
+        kind = ""
         try:
             # Decoding and verifying is a pure function of the bytes: the nodes of one process share it.
             decoded = self._caches.decode(payload, self._limits)
             message = decoded.message
-            sender = message.sender
+            sender, kind = message.sender, message.TAG
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -286,7 +294,10 @@ class SubjectNode:
                 raise RemoteProtocolError("own_message", f"{message.TAG} sent by me", ignore=True)
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
-            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender))
+            self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender, kind))
+            if exc.reason == "duplicate" and kind in ("run_keys", "submit", "batch", "vote"):
+                # A fellow member re-sent: she is stuck, perhaps without a message of mine (see retry.py).
+                return self._resend.resend_now(now)
             return []
 
     # ------------------------------------------------------------------ helpers
@@ -646,6 +657,7 @@ class SubjectNode:
         run = self._run
         if run is None or self._round_id is None or self._group is None or self._params is None:
             return []
+        self._resend.news(now)  # called on every fresh message of the run: it is moving (see retry.py)
         out: list[Outgoing] = []
         members = run.members
         g = len(members)
@@ -682,10 +694,13 @@ class SubjectNode:
                 out.extend(self._mix(run, step, inputs, now))
         # The final batch (everyone gets it) acknowledges my keys, submission and batch; the next
         # mixer's batch, if it reaches me, my batch. The final batch itself is re-sent until
-        # group_done: the collector needs it to open the records.
-        if step < g and (step + 1 in run.batches or g in run.batches):
+        # reveal_open: the collector needs it to open the records.
+        # reveal_open acknowledges the final batch: the collector holds it and every member voted go on it.
+        if (step < g and (step + 1 in run.batches or g in run.batches)) or run.reveal_open:
             self._resend.cancel(("batch", run.number))
-        if g in run.batches or (position == 0 and 1 in run.batches):
+        # Any batch acknowledges my keys and submission: mixer 1 peeled every member's submission,
+        # and every member built hers with all members' keys. Mixer 1 learns it from the submissions.
+        if run.batches or (position == 0 and len(run.submissions) == g):
             self._resend.cancel(("submit", run.number))
             self._resend.cancel(("keys", run.number))
         # 3. Final batch: vote.
@@ -704,13 +719,14 @@ class SubjectNode:
         # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
         if any(not v.go for v in run.votes.values()) and not run.blamed:
             out.extend(self._start_blame(run, now))
-        elif (
-            run.reveal_open
-            and not run.revealed
-            and run.my_vote
-            and len(run.votes) == g
-            and all(v.go and v.final_digest == run.final_digest for v in run.votes.values())
-        ):
+        elif not run.revealed and run.my_vote and len(run.votes) == g \
+                and all(v.go and v.final_digest == run.final_digest for v in run.votes.values()):
+            if not run.reveal_open:
+                # Every member voted go: the group waits at the reveal barrier, for the other groups,
+                # and my vote and final batch wait with it; re-sent only at the cap meanwhile.
+                self._resend.relax(("vote", run.number))
+                self._resend.relax(("batch", run.number))
+                return out
             run.revealed = True
             self._revealed = (group, run.number)
             # To the collector alone (her up topic): only it opens anything, and no member needs it.

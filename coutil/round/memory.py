@@ -24,7 +24,14 @@ from coutil.protocol.events import SubjectStateChanged
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.round.nodes import build_round_nodes
-from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
+from coutil.round.report import (
+    RoundReport,
+    count_duplicates_by_kind,
+    count_rejections,
+    count_resends_by_kind,
+    traffic_stats,
+    write_outputs,
+)
 from coutil.round.simulation import FaultPlan, Outage, vanish_time, vanishing_subjects
 from coutil.round.tracker import ProgressCallback, RoundTracker
 from coutil.round.transcript import TranscriptRecorder
@@ -154,6 +161,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         rejections=dict(count_rejections([collector, *built.subjects])),
         events=bus.processed,
         node_events=dict(tracker.kinds),
+        duplicates_by_kind=dict(count_duplicates_by_kind([collector, *built.subjects])),
+        resends_by_kind=dict(count_resends_by_kind([collector, *built.subjects])),
         dropped=dict(bus.dropped),
         vanished=vanishing,
         subject_states=tracker.subject_states(),

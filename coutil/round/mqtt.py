@@ -28,7 +28,14 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Node
 from coutil.protocol.subject import SubjectNode
 from coutil.round.nodes import build_collector, build_round_nodes
-from coutil.round.report import RoundReport, count_rejections, traffic_stats, write_outputs
+from coutil.round.report import (
+    RoundReport,
+    count_duplicates_by_kind,
+    count_rejections,
+    count_resends_by_kind,
+    traffic_stats,
+    write_outputs,
+)
 from coutil.round.tracker import ProgressCallback, RoundTracker
 from coutil.round.transcript import TranscriptRecorder
 from coutil.round.workers import REPORT_GRACE_SECONDS, SubjectSlice, WorkerPool, split_rows_by_qi
@@ -144,8 +151,12 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     tracker.report_progress(progress)
     outcome = collector.outcome()
     rejections = count_rejections([collector, *subjects])
+    duplicates = count_duplicates_by_kind([collector, *subjects])
+    resends = count_resends_by_kind([collector, *subjects])
     if pool is not None:
         rejections.update(pool.rejections())
+        duplicates.update(pool.duplicates_by_kind())
+        resends.update(pool.resends_by_kind())
         stats = pool.merged_stats(stats)
         node_ids = pool.node_ids()
     wall["setup"] = setup
@@ -164,6 +175,8 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         subject_states=tracker.subject_states(),
         sids=node_ids,
         node_events=dict(tracker.kinds),
+        duplicates_by_kind=dict(duplicates),
+        resends_by_kind=dict(resends),
     )
     if adversary is not None:
         deviants = {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}

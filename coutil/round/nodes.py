@@ -17,6 +17,7 @@ from coutil.protocol import crypto
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SeededRandom, SystemRandom
+from coutil.protocol.retry import NewsClock
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 from coutil.sdc.dataset import Dataset
@@ -95,6 +96,8 @@ def build_subject_nodes(
     choice of rows is a function of the seed)."""
     deviants = adversary.subject_rows(data.n, seed) if adversary is not None else {}
     caches = caches if caches is not None else SharedCaches()
+    # One news clock: the subjects of one process wait in the same queues (see `coutil.protocol.retry`).
+    news = NewsClock()
     qi_values = data.select(list(config.qi)).values
     conf_values = data.select(list(config.confidential)).values
     subject_rng = SeededRandom(seed).fork("subjects")
@@ -107,7 +110,8 @@ def build_subject_nodes(
         if plan is not None:
             cls = subject_strategy(plan.strategy)
         subject = cls(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
-                      rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval)
+                      rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval,
+                      news=news)
         if plan is not None:
             subject.configure(dict(plan.params))  # type: ignore[attr-defined]
         node_id = subject.sid if subject.sid not in seen else f"{subject.sid}-{i}"

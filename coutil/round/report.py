@@ -95,6 +95,10 @@ class RoundReport:
     node_events: dict[str, int] = field(default_factory=dict)
     #: Deviating nodes and what came of them (`coutil.adversary.outcome`); None: an honest round.
     adversary: dict[str, object] | None = None
+    #: Duplicates received (IGNORE ``duplicate``), by message type: which re-sends arrived twice.
+    duplicates_by_kind: dict[str, int] = field(default_factory=dict)
+    #: Messages re-sent by the nodes' re-send timers, by kind (sender side; relays not included).
+    resends_by_kind: dict[str, int] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -126,6 +130,8 @@ class RoundReport:
             "dropped": self.dropped,
             "events": self.events,
             "node_events": dict(sorted(self.node_events.items())),
+            "duplicates_by_kind": dict(sorted(self.duplicates_by_kind.items())),
+            "resends_by_kind": dict(sorted(self.resends_by_kind.items())),
             "subject_states": dict(sorted(self.subject_states.items())),
             **({"adversary": self.adversary} if self.adversary is not None else {}),
         }
@@ -137,6 +143,24 @@ def count_rejections(nodes: Iterable[object]) -> Counter[str]:
     for node in nodes:
         for rejection in getattr(node, "rejections", ()):
             counts[rejection.reason] += 1
+    return counts
+
+
+def count_duplicates_by_kind(nodes: Iterable[object]) -> Counter[str]:
+    """IGNORE ``duplicate`` rejections by message type (``run_keys``, ``assign``, ...) over nodes."""
+    counts: Counter[str] = Counter()
+    for node in nodes:
+        for rejection in getattr(node, "rejections", ()):
+            if rejection.reason == "duplicate":
+                counts[getattr(rejection, "kind", "") or "?"] += 1
+    return counts
+
+
+def count_resends_by_kind(nodes: Iterable[object]) -> Counter[str]:
+    """Messages re-sent by the nodes' re-send timers, by kind (nodes with a ``resends`` mapping)."""
+    counts: Counter[str] = Counter()
+    for node in nodes:
+        counts.update(getattr(node, "resends", {}))
     return counts
 
 

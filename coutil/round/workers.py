@@ -40,6 +40,7 @@ from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.round.nodes import build_subject_nodes
+from coutil.round.report import count_duplicates_by_kind, count_resends_by_kind
 from coutil.sdc.dataset import Dataset
 from coutil.sdc.partition import split_in_parts
 
@@ -79,6 +80,8 @@ class WorkerReport:
     per_node: dict[str, NodeTraffic] = field(default_factory=dict)
     wire: dict[str, NodeTraffic] = field(default_factory=dict)
     rejections: Counter[str] = field(default_factory=Counter)
+    duplicates_by_kind: Counter[str] = field(default_factory=Counter)
+    resends_by_kind: Counter[str] = field(default_factory=Counter)
     stopped_by: str = "timeout"
     unsent: int = 0
     elapsed: float = 0.0
@@ -155,6 +158,7 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
         for rejection in node.rejections:
             rejections[rejection.reason] += 1
     return WorkerReport(task.worker, node_ids, dict(stats.per_node), dict(stats.wire), rejections,
+                        count_duplicates_by_kind(nodes), count_resends_by_kind(nodes),
                         stats.stopped_by, stats.unsent, stats.elapsed)
 
 
@@ -270,4 +274,16 @@ class WorkerPool:
         total: Counter[str] = Counter()
         for report in self.reports.values():
             total.update(report.rejections)
+        return total
+
+    def duplicates_by_kind(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for report in self.reports.values():
+            total.update(report.duplicates_by_kind)
+        return total
+
+    def resends_by_kind(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for report in self.reports.values():
+            total.update(report.resends_by_kind)
         return total

@@ -100,6 +100,10 @@ async def _round(n: int, k: int, seed: int, kind: str, broker: str | None, hosti
             "sent_messages": network["wire_sent_messages"],
         },
         "duplicates_ignored": report.rejections.get("duplicate", 0),
+        "duplicates_per_subject": round(report.rejections.get("duplicate", 0) / n, 3),
+        # Which re-sends arrived twice (receiver side), and what the re-send timers sent (sender side).
+        "duplicates_by_kind": dict(sorted(report.duplicates_by_kind.items())),
+        "resends_by_kind": dict(sorted(report.resends_by_kind.items())),
         "rejections": report.rejections,
         "driver_drops": network["drops"],
         "reconnects": network["reconnects"],

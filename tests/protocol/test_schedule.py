@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coutil.protocol.node import Outgoing
-from coutil.protocol.retry import Resender
+from coutil.protocol.retry import NewsClock, Resender
 from coutil.protocol.schedule import TimerHeap
 
 operations = st.lists(
@@ -94,3 +94,42 @@ def test_retransmission_timeout_follows_acknowledgement_times() -> None:
     capped.now = 100.0
     capped.cancel("huge")
     assert capped.timeout == 5.0  # never beyond the cap (a quarter of the step timeout in the nodes)
+
+
+def test_news_holds_re_sends_back_within_the_cap() -> None:
+    """RFC 6298 rule 5.3: a fresh message restarts the wait; never beyond the cap since the last send."""
+    resender = Resender(2.0, max_interval=10.0)
+    message = Outgoing("t", b"x")
+    resender.arm("a", message, 0.0)
+    resender.news(1.5)
+    assert resender.due(2.0) == []  # news at 1.5: wait until 3.5
+    assert resender.next_due() == 3.5
+    for t in (3.0, 5.0, 7.0, 9.0):  # news keeps coming: held, but only up to the cap (10 s)
+        resender.news(t)
+        assert resender.due(resender.next_due() or 0.0) == []
+    assert resender.next_due() == 10.0 and resender.due(10.0) == [message]
+    quiet = Resender(2.0, max_interval=10.0)
+    quiet.arm("b", message, 0.0)
+    assert quiet.due(2.0) == [message]  # no news: the RTO as before
+    shared = NewsClock()
+    one, two = Resender(2.0, 10.0, news=shared), Resender(2.0, 10.0, news=shared)
+    one.arm("c", message, 0.0)
+    two.news(1.9)  # another node of the same process heard something
+    assert one.due(2.0) == [] and one.next_due() == 3.9
+    one.expedite(4.0)  # an outage ended: news from before it holds nothing back
+    assert one.due(4.0) == [message]
+
+
+def test_postpone_and_relax() -> None:
+    resender = Resender(2.0, max_interval=10.0)
+    message = Outgoing("t", b"x")
+    resender.arm("burst", message, 0.0)
+    resender.postpone(5.0)
+    assert resender.next_due() == 7.0
+    resender.postpone(50.0)
+    assert resender.next_due() == 10.0  # never beyond the cap since its last send
+    resender.cancel("burst", acknowledged=False)
+    resender.arm("vote", message, 20.0)
+    resender.relax("vote")
+    assert resender.due(22.0) == [] and resender.due(30.0) == [message]
+    assert resender.resent == {"vote": 1}

@@ -20,7 +20,8 @@ NOT_VISIBLE = {"drop-subject", "fabricate-members"}
 def _round(tmp_path: Path, strategy: str, seed: int) -> Path:
     out = tmp_path / f"{strategy}-{seed}"
     config = tmp_path / "round.toml"
-    config.write_text(f'[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n[adversary]\ncollector = "{strategy}"\n')
+    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n"
+                      f'[adversary]\ncollector = "{strategy}"\n')
     main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
           "--json"])
     return out
