@@ -84,10 +84,16 @@ def test_run_with_the_embedded_broker_interrupted(tmp_path: Path, sig: signal.Si
     out = tmp_path / "out"
     _old_run(out)
     # Children: the resource tracker and the broker; the round is under way a few seconds later.
-    proc, err, children = _interrupt(["run", "--subjects", "400", "--out", str(out)], sig, to_group=to_group,
+    proc, err, children = _interrupt(["run", "--subjects", "400", *STILL_REGISTERING, "--out", str(out)], sig,
+                                     to_group=to_group,
                                      after_children=2, delay=3.0)
     assert len(children) >= 2
     _assert_clean(proc, err, children, code, out)
+
+
+#: Registration waits for more subjects than exist, for two minutes: the round is surely under way (not
+#: finished) when the signal comes, however fast the machine (a 400-subject round takes under 2 s).
+STILL_REGISTERING = ("--set", "expected_subjects=1000000", "--set", "register_window=120")
 
 
 @pytest.mark.slow
@@ -98,7 +104,8 @@ def test_run_with_worker_processes_interrupted(tmp_path: Path, sig: signal.Signa
     out = tmp_path / "out"
     _old_run(out)
     # Children: the resource tracker, the broker and two workers.
-    proc, err, children = _interrupt(["run", "--subjects", "400", "--workers", "2", "--out", str(out)], sig,
+    proc, err, children = _interrupt(["run", "--subjects", "400", "--workers", "2", *STILL_REGISTERING, "--out",
+                                      str(out)], sig,
                                      to_group=to_group, after_children=4, delay=4.0)
     assert len(children) >= 4
     _assert_clean(proc, err, children, code, out)
