@@ -98,7 +98,9 @@ class AdversaryPlan:
         }
 
 
-def _check_params(kind: str, name: str, given: Mapping[str, Any], where: str) -> Params:
+def check_strategy_params(kind: str, name: str, given: Mapping[str, Any], where: str) -> Params:
+    """``given`` parameters of the ``kind`` ("subject" or "collector") strategy ``name``, checked against
+    its defaults' types and choices (`InputError` naming ``where``); sorted (key, value) pairs."""
     names = SUBJECT_STRATEGIES if kind == "subject" else COLLECTOR_STRATEGIES
     if not isinstance(name, str) or name not in names:
         raise InputError(f"{where}: unknown {kind} strategy {name!r} (known: {', '.join(names)})")
@@ -143,7 +145,7 @@ def parse_adversary(table: Mapping[str, Any], where: str) -> AdversaryPlan:
             collector, given = raw["strategy"], {k: v for k, v in raw.items() if k != "strategy"}
         else:
             raise InputError(f"{where}: collector must be a strategy name or a table with a strategy key")
-        collector_params = _check_params("collector", collector, given, f"{where} collector")
+        collector_params = check_strategy_params("collector", collector, given, f"{where} collector")
     entries = table.get("subjects", [])
     if isinstance(entries, Mapping):
         entries = [entries]
@@ -165,6 +167,6 @@ def parse_adversary(table: Mapping[str, Any], where: str) -> AdversaryPlan:
                                     or not 0.0 < float(fraction) <= 1.0):
             raise InputError(f"{at}: fraction must be in (0, 1], got {fraction!r}")
         given = {k: v for k, v in entry.items() if k not in ("strategy", "rows", "fraction")}
-        params = _check_params("subject", entry["strategy"], given, at)
+        params = check_strategy_params("subject", entry["strategy"], given, at)
         subjects.append(SubjectAssignment(entry["strategy"], tuple(rows), float(fraction), params))
     return AdversaryPlan(collector, collector_params, tuple(subjects))

@@ -32,17 +32,42 @@ def _fmt(value: Any) -> str:
 def _print_payoffs(table: dict[str, Any]) -> None:
     from rich.table import Table
 
-    if not table["rows"]:
-        return
+    if any(row["strategy"] != "honest" for row in table["rows"]):
+        _print_subject_payoffs(table)
+    deviating = [row for row in table["collector"] if row["strategy"] != "honest"]
+    if deviating:
+        view = Table(title="Collector payoff per type and strategy (u_C = U + w_leak share attributed - "
+                           "w_detection x public complaint; gain vs honest play)")
+        for column in ("type", "strategy", "payoff", "gain", "gain 95% CI", "verdict", "honest records attributed",
+                       "detected", "public complaint"):
+            view.add_column(column)
+        for row in table["collector"]:
+            view.add_row(row["type"], row["strategy"], _fmt(row["payoff"]), _fmt(row["gain"]),
+                         f"[{_fmt(row['gain_lo'])}, {_fmt(row['gain_hi'])}]", row["verdict"], f"{row['leak']:.2f}",
+                         f"{row['detected']:.0%}", f"{row['public']:.0%}")
+        err_console.print(view)
+    else:
+        for row in table["collector"]:
+            err_console.print(f"collector (honest): payoff {_fmt(row['payoff'])} "
+                              f"[{_fmt(row['payoff_lo'])}, {_fmt(row['payoff_hi'])}]")
+
+
+def _print_subject_payoffs(table: dict[str, Any]) -> None:
+    from rich.table import Table
+
     view = Table(title="Payoff per type and strategy (mean over seeds, 95% CI; gain vs honest play)")
     for column in ("type", "strategy", "payoff", "95% CI", "gain", "gain 95% CI", "verdict"):
         view.add_column(column)
     for row in table["rows"]:
+        if not any(r["base"] == row["base"] and r["strategy"] != "honest" for r in table["rows"]):
+            continue  # a base where every subject is honest (e.g. a collector's study): nothing to compare
         view.add_row(row["type"], row["strategy"], _fmt(row["payoff"]),
                      f"[{_fmt(row['payoff_lo'])}, {_fmt(row['payoff_hi'])}]", _fmt(row["gain"]),
                      f"[{_fmt(row['gain_lo'])}, {_fmt(row['gain_hi'])}]", row["verdict"])
     err_console.print(view)
     for verdict in table["verdicts"]:
+        if verdict["best_deviation"] is None:
+            continue
         if verdict["self_enforcing"]:
             err_console.print(f"{verdict['type']}: self-enforcing (no unilateral deviation is profitable; best "
                               f"{verdict['best_deviation']}: {_fmt(verdict['best_gain'])} "
@@ -52,9 +77,6 @@ def _print_payoffs(table: dict[str, Any]) -> None:
                               f"{', '.join(verdict['profitable_deviations'])} (best {verdict['best_deviation']}: "
                               f"{_fmt(verdict['best_gain'])} [{_fmt(verdict['best_gain_lo'])}, "
                               f"{_fmt(verdict['best_gain_hi'])}])")
-    for row in table["collector"]:
-        err_console.print(f"collector (honest): payoff {_fmt(row['payoff'])} "
-                          f"[{_fmt(row['payoff_lo'])}, {_fmt(row['payoff_hi'])}]")
 
 
 def run_experiment(config: Path, out: Path, *, workers: int, scheduler: str | None, as_json: bool,

@@ -6,9 +6,13 @@ data's standard deviations (as if published by the collector from an earlier sur
 
 - ``collaborative``: the protocol round in memory, every subject playing her strategy: the cell's
   ``mix`` for everyone, the cell's ``deviation`` for the ``focal`` subjects (chosen with the seed, the
-  same ones in every cell of that seed, so that a deviation is compared with honest play in pairs).
-  Subjects who play ``plain`` or ``local`` hand their (masked) record to the collector outside the
-  round; the collector's data set is the round's release plus those rows;
+  same ones in every cell of that seed, so that a deviation is compared with honest play in pairs),
+  and the collector playing the cell's ``collector`` strategy (a deviating collector's ``victim``, a
+  data-set row, defaults to the first focal subject). Strategies of the deviation library run as
+  their nodes (`coutil.adversary`): whether each deviator was detected and excluded, and the honest
+  records a deviating collector attributes (its leak: those subjects' r_C is 1), come from the
+  round's ``adversary`` section. Subjects who play ``plain`` or ``local`` hand their (masked) record
+  to the collector outside the round; the collector's data set is the round's release plus those rows;
 - ``centralized``: everyone hands her record to the collector, which releases MDAV with the same k;
 - ``local:a``: everyone masks her own record alone, e ~ N(0, a s_j^2) on every attribute;
 - ``plain``: everyone hands her record in; the collector releases it as is;
@@ -28,6 +32,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from coutil.adversary.plan import AdversaryPlan, SubjectAssignment
+from coutil.errors import InputError
 from coutil.experiment.config import Study
 from coutil.experiment.driver import run_collaborative
 from coutil.experiment.measures import (
@@ -37,7 +43,7 @@ from coutil.experiment.measures import (
     intruder_risk,
     utility,
 )
-from coutil.experiment.strategies import SubjectStrategy, collector_strategy, subject_strategy
+from coutil.experiment.strategies import CollectorStrategy, SubjectStrategy, collector_strategy, subject_strategy
 from coutil.protocol.config import RoundConfig
 from coutil.round.simulation import FaultPlan, synthetic_dataset
 from coutil.sdc.dataset import Dataset, load_csv
@@ -76,6 +82,8 @@ class _Outcome:
     cpu: NDArray[np.float64]
     strategies: list[str]
     excluded: NDArray[np.bool_]
+    #: Per subject: her deviation was detected by someone (only the library's node strategies are checked).
+    detected: NDArray[np.bool_]
     #: What each subject submitted (for the collector's value-equality test), the data set's true records.
     extra: dict[str, Any]
 
@@ -97,6 +105,33 @@ def load_records(study: Study, cell: dict[str, Any]) -> tuple[Dataset, tuple[str
 
 
 def _strategies(study: Study, cell: dict[str, Any], n: int) -> tuple[list[SubjectStrategy], list[str], list[bool]]:
+    """Each subject's strategy, type and whether she is focal (all functions of the seed)."""
+    strategies, types, focal = _subject_strategies(study, cell, n)
+    return strategies, types, focal
+
+
+def _adversary_plan(strategies: list[SubjectStrategy], in_round: list[int], collector: CollectorStrategy,
+                    victim: int) -> AdversaryPlan | None:
+    """The round's deviating nodes: the library strategies of the subjects in the round (by their row
+    in the round) and the collector's, its victim given as her row in the round."""
+    by_strategy: dict[tuple[str, tuple[tuple[str, object], ...]], list[int]] = {}
+    for j, i in enumerate(in_round):
+        s = strategies[i]
+        if s.node is not None:
+            by_strategy.setdefault((s.node, s.node_params), []).append(j)
+    subjects = tuple(SubjectAssignment(node, tuple(rows), params=params)
+                     for (node, params), rows in by_strategy.items())
+    params = collector.node_params
+    if collector.node is not None and victim >= 0:
+        if victim not in in_round:
+            raise InputError(f"collector {collector.name!r}: victim row {victim} does not take part in the round")
+        params = tuple(sorted({**dict(params), "victim": in_round.index(victim)}.items()))
+    plan = AdversaryPlan(collector.node, params, subjects)
+    return None if plan.empty else plan
+
+
+def _subject_strategies(study: Study, cell: dict[str, Any],
+                        n: int) -> tuple[list[SubjectStrategy], list[str], list[bool]]:
     """Each subject's strategy, type and whether she is focal (all functions of the seed)."""
     rng = np.random.default_rng([int(cell["seed"]), 0x57A7])
     mix = study.mix[cell.get("mix", "honest")]
@@ -131,10 +166,12 @@ def run_cell(study: Study, cell: dict[str, Any]) -> CellResult:
     scales = x.std(axis=0)
     scales = np.where(scales > 0, scales, 1.0)
     strategies, types, focal = _strategies(study, cell, n)
+    collector = collector_strategy(str(cell.get("collector", "honest")),
+                                   study.collector_params(str(cell.get("collector", "honest"))))
     outcomes: list[_Outcome] = []
     for method in study.methods:
         if method == "collaborative":
-            outcomes.append(_collaborative(study, cell, data, qi, conf, strategies, scales))
+            outcomes.append(_collaborative(study, cell, data, qi, conf, strategies, scales, collector, focal))
         elif method == "centralized":
             outcomes.append(_centralized(x, n_qi, k))
         elif method == "local":
@@ -146,14 +183,16 @@ def run_cell(study: Study, cell: dict[str, Any]) -> CellResult:
     rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     for outcome in outcomes:
-        method_rows, method_summary = _measure(study, cell, x, n_qi, k, outcome, types, focal)
+        method_rows, method_summary = _measure(study, cell, x, n_qi, k, outcome, types, focal,
+                                               collector if outcome.method == "collaborative" else None)
         rows.extend(method_rows)
         summary.append(method_summary)
     return CellResult(dict(cell), rows, summary, time.perf_counter() - started)
 
 
 def _collaborative(study: Study, cell: dict[str, Any], data: Dataset, qi: tuple[str, ...], conf: tuple[str, ...],
-                   strategies: list[SubjectStrategy], scales: NDArray[np.float64]) -> _Outcome:
+                   strategies: list[SubjectStrategy], scales: NDArray[np.float64], collector: CollectorStrategy,
+                   focal: list[bool]) -> _Outcome:
     x = data.values
     n, n_qi = x.shape[0], len(qi)
     k = int(cell.get("k", 5))
@@ -176,10 +215,14 @@ def _collaborative(study: Study, cell: dict[str, Any], data: Dataset, qi: tuple[
     r_collector = np.zeros(n)
     messages, nbytes, cpu = np.zeros(n), np.zeros(n), np.zeros(n)
     excluded = np.zeros(n, dtype=bool)
+    detected = np.zeros(n, dtype=bool)
     extra: dict[str, Any] = {}
     if len(in_round) >= k:
+        given_victim = dict(collector.node_params).get("victim")
+        victim = int(given_victim) if isinstance(given_victim, int) else (focal.index(True) if any(focal) else 0)
+        plan = _adversary_plan(strategies, in_round, collector, victim)
         run = run_collaborative(Dataset(data.names, submitted, data.source), config, seed=seed, vanish=vanish,
-                                faults=faults)
+                                faults=faults, adversary=plan)
         release_parts.append(run.release)
         starts = np.concatenate([[0], np.cumsum(run.block_sizes)]).astype(int).tolist()
         linking = collector_risk(run.collector_orders, run.block_of_subject, run.row_of_subject, starts,
@@ -198,6 +241,8 @@ def _collaborative(study: Study, cell: dict[str, Any], data: Dataset, qi: tuple[
             messages[i] = run.cost[j].messages
             nbytes[i] = run.cost[j].bytes
             cpu[i] = run.cost[j].cpu_seconds
+        if run.adversary is not None:
+            extra.update(_deviants(run.adversary, in_round, run.report.sids, detected, r_collector))
     else:
         excluded[in_round] = True
     offset = sum(part.shape[0] for part in release_parts)
@@ -217,7 +262,27 @@ def _collaborative(study: Study, cell: dict[str, Any], data: Dataset, qi: tuple[
                         (1.0 if strategies[i].channel == "plain" else
                          (1.0 / max(1, release.shape[0] - (k - 1)) if rows[i] >= 0 else 0.0)) for i in range(n)])
     return _Outcome("collaborative", release, rows, group, group_size, r_collector, r_group, messages, nbytes, cpu,
-                    [s.name for s in strategies], excluded, extra)
+                    [s.name for s in strategies], excluded, detected, extra)
+
+
+def _deviants(section: dict[str, Any], in_round: list[int], sids: list[str], detected: NDArray[np.bool_],
+              r_collector: NDArray[np.float64]) -> dict[str, Any]:
+    """From the round's ``adversary`` section: mark the subjects whose deviation was detected, give r_C = 1
+    to the honest subjects whose record a deviating collector attributes, and the collector's figures."""
+    extra: dict[str, Any] = {}
+    row_of_sid = {sid.split("-")[0]: in_round[j] for j, sid in enumerate(sids)}
+    for entry in section["deviants"]:
+        if entry["role"] == "subject":
+            detected[in_round[int(entry["row"])]] = bool(entry["detected"])
+        else:
+            leak = [row_of_sid[str(sid)] for sid in entry["leak"]]
+            r_collector[leak] = 1.0
+            extra.update({"collector_deviated": bool(entry["deviated"]), "collector_detected": bool(entry["detected"]),
+                          "collector_public": bool(entry["public"]), "collector_leak": len(leak),
+                          "collector_detectors": int(entry["detectors"])})
+    extra["honest_excluded"] = int(sum(section["honest_excluded"].values()))
+    extra["honest_complaints"] = int(sum(section["honest_complaints"].values()))
+    return extra
 
 
 def _record_cost(x: FloatMatrix) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -238,7 +303,7 @@ def _everyone(x: FloatMatrix, method: str, release: FloatMatrix, *, r_collector:
         sizes = np.bincount(group)[group].astype(np.intp)
         r_g = np.array([collusion_risk(int(g), k) for g in sizes])
     return _Outcome(method, release, np.arange(n, dtype=np.intp), groups, sizes, np.full(n, r_collector), r_g,
-                    messages, nbytes, np.zeros(n), [method] * n, np.zeros(n, dtype=bool), {})
+                    messages, nbytes, np.zeros(n), [method] * n, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), {})
 
 
 def _centralized(x: FloatMatrix, n_qi: int, k: int) -> _Outcome:
@@ -260,18 +325,25 @@ def _declined(x: FloatMatrix) -> _Outcome:
     zeros = np.zeros(n)
     return _Outcome("decline", np.zeros((0, x.shape[1])), np.full(n, -1, dtype=np.intp), np.full(n, -1, np.intp),
                     np.zeros(n, dtype=np.intp), zeros, zeros, zeros, zeros, zeros, ["decline"] * n,
-                    np.zeros(n, dtype=bool), {})
+                    np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), {})
 
 
 def _measure(study: Study, cell: dict[str, Any], x: FloatMatrix, n_qi: int, k: int, outcome: _Outcome,
-             types: list[str], focal: list[bool]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+             types: list[str], focal: list[bool],
+             collector: CollectorStrategy | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows (one per subject) and the summary of one method's outcome. ``collector``: the
+    collector's strategy in the collaborative round (None: the method has no round; it plays honest)."""
     n = x.shape[0]
     released = np.flatnonzero(outcome.rows >= 0)
     if released.size >= 2:
         rows = outcome.rows[released]
         aligned = outcome.release[rows]
         util = utility(x[released], aligned, n_qi)
-        attack = intruder_risk(x[released], outcome.release, rows, seed=int(cell["seed"]),
+        # Rows no subject owns (a deviating collector's Sybils) are left out: the maximum-knowledge
+        # intruder knows every real record, and the reverse mapping pairs records with rows one to one.
+        own_rows = outcome.release.shape[0] == released.size
+        attack = intruder_risk(x[released], outcome.release if own_rows else aligned,
+                               rows if own_rows else np.arange(released.size), seed=int(cell["seed"]),
                                random_records=study.intruder_random_records)
         hellinger = attack.hellinger
     else:
@@ -295,7 +367,7 @@ def _measure(study: Study, cell: dict[str, Any], x: FloatMatrix, n_qi: int, k: i
             "cell": cell["id"], "seed": cell["seed"], "subject": i, "type": types[i],
             "strategy": outcome.strategies[i], "focal": focal[i], "method": outcome.method,
             "group": int(outcome.group[i]), "group_size": int(outcome.group_size[i]),
-            "released": included, "excluded": bool(outcome.excluded[i]),
+            "released": included, "excluded": bool(outcome.excluded[i]), "detected": bool(outcome.detected[i]),
             "messages": float(outcome.messages[i]), "bytes": float(outcome.bytes[i]),
             "cpu_seconds": float(outcome.cpu[i]),
             "r_collector": float(outcome.r_collector[i]), "r_intruder": float(r_intruder[i]),
@@ -304,7 +376,12 @@ def _measure(study: Study, cell: dict[str, Any], x: FloatMatrix, n_qi: int, k: i
             "payoff": t.a * u_i - t.b * float(risk[i]) - t.c * float(kilobytes[i]),
             **{f"release_{key}": value for key, value in util.as_dict().items()},
         })
-    strategy = collector_strategy("honest")
+    strategy = collector if collector is not None else collector_strategy("honest")
+    # The first collector type's payoff; the payoff table values every type (coutil.experiment.payoffs).
+    collector_payoff = strategy.payoff(util.u if released.size else 0.0,
+                                       float(outcome.extra.get("collector_leak", 0)) / n,
+                                       bool(outcome.extra.get("collector_public", False)),
+                                       next(iter(study.collector_types.values())))
     summary = {
         "cell": cell["id"], "seed": cell["seed"], "method": outcome.method,
         **{key: value for key, value in cell.items() if key not in ("id", "seed")},
@@ -316,7 +393,8 @@ def _measure(study: Study, cell: dict[str, Any], x: FloatMatrix, n_qi: int, k: i
         "permutation_distance": float(distance[released].mean()) if released.size else math.nan,
         "messages": float(outcome.messages.mean()), "bytes": float(outcome.bytes.mean()),
         "cpu_seconds": float(outcome.cpu.mean()),
-        "collector_payoff": strategy.payoff(util.u if released.size else 0.0),
+        "collector_strategy": strategy.name, "collector_payoff": collector_payoff,
+        "detected": int(outcome.detected.sum()),
         **outcome.extra,
     }
     return records, summary

@@ -19,12 +19,21 @@
     faults = ["none"]                # names of [faults.NAME] tables (coutil.round.simulation.FaultPlan)
     deviation = ["honest"]           # the focal subjects' strategy (coutil.experiment.strategies)
     mix = ["honest"]                 # names of [mix.NAME] tables: the other subjects' strategies by fraction
+    collector = ["honest"]           # the collector's strategy (honest or one of coutil.adversary's)
 
     [attributes.census]
     qi = ["AFNLWGT", "AGI", "EMCONTRB", "PTOTVAL"]
     confidential = ["FEDTAX", "FICA", "STATETAX"]
     [strategies.misreport-qi]        # parameters of a named strategy
     shift = 2.0
+    [strategies.silent-vote]         # an alias: strategy silent with these parameters
+    strategy = "silent"
+    phase = "vote"
+    [collectors.fabricate-members]   # parameters of a collector strategy (victim: a row of the cell's data)
+    isolate = true
+    [collector_types.reputation]     # the collector's payoff: U + leak * share attributed - detection * [public]
+    leak = 1.0
+    detection = 1.0
     [types.interested-concerned]     # u = a U - b risk - c cost
     a = 1.0
     b = 1.0
@@ -49,12 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError
-from coutil.experiment.strategies import subject_strategy
+from coutil.experiment.strategies import COLLECTOR_WEIGHTS, collector_strategy, subject_strategy
 
 METHODS = ("collaborative", "centralized", "local", "plain", "decline")
-GRID_KEYS = ("dataset", "n", "k", "attributes", "faults", "deviation", "mix")
+GRID_KEYS = ("dataset", "n", "k", "attributes", "faults", "deviation", "mix", "collector")
 STUDY_KEYS = {"name", "kind", "seeds", "methods", "local_noise", "focal", "intruder_random_records"}
-TABLES = {"study", "grid", "attributes", "faults", "strategies", "mix", "types", "risk", "round", "permutation"}
+TABLES = {"study", "grid", "attributes", "faults", "strategies", "mix", "types", "risk", "round", "permutation",
+          "collectors", "collector_types"}
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,10 @@ class Study:
     risk: dict[str, float]
     round: dict[str, Any]
     permutation: dict[str, Any] = field(default_factory=dict)
+    #: Collector strategy name -> its parameters ([collectors.NAME]).
+    collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Collector types: name -> weights of its payoff ([collector_types.NAME]: leak, detection).
+    collector_types: dict[str, dict[str, float]] = field(default_factory=lambda: {"default": dict(COLLECTOR_WEIGHTS)})
 
     def cells(self) -> list[dict[str, Any]]:
         """Every (grid combination, seed) as a JSON-able dict with its ``id`` (stable: a hash of the values)."""
@@ -111,6 +125,9 @@ class Study:
 
     def strategy_params(self, name: str) -> dict[str, Any]:
         return dict(self.strategies.get(name, {}))
+
+    def collector_params(self, name: str) -> dict[str, Any]:
+        return dict(self.collectors.get(name, {}))
 
 
 def _list(value: Any, where: str) -> list[Any]:
@@ -170,12 +187,21 @@ def load_study(path: str | Path, *, check_files: bool = True) -> Study:
         types = (SubjectType("interested-concerned", 1.0, 1.0, 0.01, 1.0),)
     risk = {key: float(doc.get("risk", {}).get(key, default))
             for key, default in (("collector", 1.0), ("intruder", 0.0), ("group", 0.0))}
+    collector_types: dict[str, dict[str, float]] = {}
+    for name, table in doc.get("collector_types", {}).items():
+        where = f"{p} [collector_types.{name}]"
+        bad = sorted(set(table) - set(COLLECTOR_WEIGHTS)) if isinstance(table, dict) else ["(not a table)"]
+        if bad:
+            raise InputError(f"{where}: unknown key(s) {', '.join(bad)}; known: {', '.join(COLLECTOR_WEIGHTS)}")
+        collector_types[name] = {key: _number(table, key, where, default) for key, default in COLLECTOR_WEIGHTS.items()}
     result = Study(
         path=p, name=str(study.get("name", p.stem)), kind=kind, seeds=seeds, methods=methods,
         local_noise=tuple(float(a) for a in study.get("local_noise", [1.0])),
         focal=int(study.get("focal", 0)), intruder_random_records=int(study.get("intruder_random_records", 2000)),
         grid=grid, attributes=attributes, faults=faults, strategies=strategies, mix=mix, types=types, risk=risk,
         round=dict(doc.get("round", {})), permutation=dict(doc.get("permutation", {})),
+        collectors={name: dict(t) for name, t in doc.get("collectors", {}).items()},
+        collector_types=collector_types or {"default": dict(COLLECTOR_WEIGHTS)},
     )
     _validate(result, check_files)
     return result
@@ -201,6 +227,8 @@ def _validate(study: Study, check_files: bool) -> None:
             subject_strategy(strategy, study.strategy_params(strategy))
     for name in study.grid.get("deviation", []):
         subject_strategy(str(name), study.strategy_params(str(name)))
+    for name in study.grid.get("collector", []):
+        collector_strategy(str(name), study.collector_params(str(name)))
     for dataset in study.grid.get("dataset", []):
         path = study.dataset_path(str(dataset))
         if check_files and path is not None and not path.exists():

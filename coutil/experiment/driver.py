@@ -7,7 +7,10 @@ bus log what the analysis needs:
 
 - the ground truth: which released row carries each subject's values (her ``Assign`` gives her
   group label, the ``Release`` the row block of each label, her shared values the row within it);
-- what a curious collector saw: the order and time of every member's ``submit`` and ``reveal``.
+- what a curious collector saw: the order and time of every member's ``submit`` and ``reveal``;
+- with an ``adversary`` plan (the deviation library's nodes for chosen subjects and the collector), the
+  round report's ``adversary`` section (`coutil.adversary.outcome`): who deviated, who detected it,
+  who was excluded, and what each deviating party can attribute.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from coutil.adversary.outcome import adversary_section
+from coutil.adversary.plan import AdversaryPlan
 from coutil.net.memory import MemoryBus, NetworkModel
 from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import SubjectStateChanged
-from coutil.protocol.messages import Assign, Release, Reveal, Submit
+from coutil.protocol.messages import Assign, Reveal, Submit
 from coutil.protocol.states import SubjectState
 from coutil.round.nodes import build_round_nodes
 from coutil.round.report import RoundReport, count_rejections, traffic_stats
@@ -100,20 +105,25 @@ class CollaborativeRun:
     #: Per release block, per strategy of the curious collector: the subjects (dataset rows) in the order
     #: that strategy lines up with the block's rows (see `coutil.experiment.measures.collector_risk`).
     collector_orders: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    #: The report's ``adversary`` section when the round had deviating nodes (`coutil.adversary.outcome`).
+    adversary: dict[str, object] | None = None
 
 
 def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, vanish: dict[int, str] | None = None,
-                      faults: FaultPlan | None = None, network: NetworkModel | None = None) -> CollaborativeRun:
+                      faults: FaultPlan | None = None, network: NetworkModel | None = None,
+                      adversary: AdversaryPlan | None = None) -> CollaborativeRun:
     """One round over ``submitted`` (what each subject registers and shares), row i = subject i.
 
     ``vanish``: row -> subject state on whose entry she goes silent for good. ``faults`` adds its own
-    random fraction of vanishing subjects (as `simulate_round` would choose them).
+    random fraction of vanishing subjects (as `simulate_round` would choose them). ``adversary``: the
+    nodes that run a strategy of the deviation library (rows of ``submitted``).
     """
     faults = faults if faults is not None else FaultPlan()
     plan = dict(vanish or {})
     for row in vanishing_subjects(submitted.n, faults.vanish_fraction, seed):
         plan.setdefault(row, faults.vanish_state)
-    built = build_round_nodes(submitted, config, seed=seed)
+    adversary = adversary if adversary is not None and not adversary.empty else None
+    built = build_round_nodes(submitted, config, seed=seed, adversary=adversary)
     collector = built.collector
     bus = MemoryBus(seed=seed, network=network if network is not None else NetworkModel(),
                     record_publications=True, record_events=False)
@@ -123,7 +133,7 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
     for node_id, node in zip(sids, timed, strict=True):
         bus.add_node(node_id, node)
     row_of_id = {sid: i for i, sid in enumerate(sids)}
-    tracker = RoundTracker(submitted.n, COLLECTOR_ID, keep_events=False)
+    tracker = RoundTracker(submitted.n, COLLECTOR_ID, keep_events=adversary is not None)
 
     def vanish_on_entry(node_id: str, state: SubjectState, event: SubjectStateChanged) -> None:
         row = row_of_id.get(node_id)
@@ -147,13 +157,20 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
     )
     cost = [SubjectCost(t.sent_messages + t.received_messages, t.sent_bytes + t.received_bytes, node.cpu)
             for t, node in zip(traffic, timed, strict=True)]
-    return _analyse(bus, report, submitted, config, row_of_id, cost)
+    run = _analyse(bus, report, submitted, config, row_of_id, cost)
+    if adversary is not None:
+        run.adversary = adversary_section(
+            adversary, collector=collector, node_ids=sids, deviants=built.deviants, events=tracker.events,
+            qi=submitted.select(list(config.qi)).values,
+            confidential=submitted.select(list(config.confidential)).values, subjects=built.subjects)
+    return run
 
 
 def _analyse(bus: MemoryBus, report: RoundReport, submitted: Dataset, config: RoundConfig,
              row_of_id: dict[str, int], cost: list[SubjectCost]) -> CollaborativeRun:
     group_of: dict[bytes, int] = {}
-    block_ids: tuple[int, ...] = ()
+    # The release the collector holds (a deviating one may show some subjects another one).
+    block_ids = tuple(report.outcome.group_ids)
     submits: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
     reveals: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
     key_row: dict[bytes, int] = {}
@@ -164,8 +181,6 @@ def _analyse(bus: MemoryBus, report: RoundReport, submitted: Dataset, config: Ro
         if publication.sender == COLLECTOR_ID:
             if isinstance(message, Assign):
                 group_of[bytes(message.subject)] = message.group
-            elif isinstance(message, Release):
-                block_ids = tuple(message.group_ids)
             continue
         row = row_of_id.get(publication.sender)
         if row is None:

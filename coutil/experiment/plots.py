@@ -59,6 +59,8 @@ def make_plots(study: Study, out: Path) -> list[Path]:
         table = json.loads((out / "payoffs.json").read_text())
         if table["rows"] and len({r["strategy"] for r in table["rows"]}) > 1:
             written.append(_payoffs(plt, table, out, label))
+        if len({r["strategy"] for r in table.get("collector", [])}) > 1:
+            written.append(_collector_payoffs(plt, table, out, label))
     collaborative = [r for r in summary if r["method"] == "collaborative"]
     if len({r.get("k") for r in collaborative}) > 1:
         written.append(_cost_vs_k(plt, collaborative, out, label))
@@ -81,7 +83,8 @@ def _ci(rows: list[dict[str, str]], key: str) -> tuple[float, float]:
 
 def _utility_vs_risk(plt: Any, summary: list[dict[str, str]], out: Path, label: str) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
-    groups = _grouped(summary, ("method", "k", "n", "dataset", "attributes", "faults", "mix", "deviation"))
+    groups = _grouped(summary, ("method", "k", "n", "dataset", "attributes", "faults", "mix", "deviation",
+                                "collector"))
     methods = sorted({key[0] for key in groups})
     colours = dict(zip(methods, plt.cm.tab10.colors, strict=False))
     markers = {"3": "o", "5": "s", "10": "^"}
@@ -113,8 +116,10 @@ def _utility_vs_risk(plt: Any, summary: list[dict[str, str]], out: Path, label: 
 def _payoffs(plt: Any, table: dict[str, Any], out: Path, label: str) -> Path:
     types = [t["name"] for t in table["types"]]
     fig, axes = plt.subplots(1, len(types), figsize=(5 * len(types), 5.5), squeeze=False)
+    # Only bases where some subject deviates (a collector's study pairs honest subjects under each collector).
+    compared = {r["base"] for r in table["rows"] if r["strategy"] != "honest"}
     for ax, name in zip(axes[0], types, strict=True):
-        rows = [r for r in table["rows"] if r["type"] == name]
+        rows = [r for r in table["rows"] if r["type"] == name and r["base"] in compared]
         strategies = [r["strategy"] for r in rows]
         values = [r["payoff"] if r["payoff"] is not None else 0.0 for r in rows]
         errors = [[(r["payoff"] - r["payoff_lo"]) if r["payoff_lo"] is not None else 0.0 for r in rows],
@@ -133,6 +138,35 @@ def _payoffs(plt: Any, table: dict[str, Any], out: Path, label: str) -> Path:
                  fontsize=10)
     fig.tight_layout()
     path = out / "payoffs.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _collector_payoffs(plt: Any, table: dict[str, Any], out: Path, label: str) -> Path:
+    types = list(table.get("collector_types") or {r["type"]: {} for r in table["collector"]})
+    fig, axes = plt.subplots(1, len(types), figsize=(5.5 * len(types), 5.5), squeeze=False)
+    for ax, name in zip(axes[0], types, strict=True):
+        rows = [r for r in table["collector"] if r["type"] == name and r["strategy"] != "honest"]
+        values = [r["gain"] if r["gain"] is not None else 0.0 for r in rows]
+        errors = [[(r["gain"] - r["gain_lo"]) if r["gain_lo"] is not None else 0.0 for r in rows],
+                  [(r["gain_hi"] - r["gain"]) if r["gain_hi"] is not None else 0.0 for r in rows]]
+        colours = ["tab:red" if r["verdict"] == "profitable" else "tab:blue" if r["verdict"] == "costly"
+                   else "tab:gray" for r in rows]
+        ax.bar(range(len(rows)), values, yerr=errors, color=colours, capsize=3)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([f"{r['strategy']}\nleak {r['leak']:.2g}, public {r['public']:.0%}" for r in rows],
+                           rotation=45, ha="right", fontsize=7)
+        weights = (table.get("collector_types") or {}).get(name, {})
+        ax.set_title(f"collector type {name}\n(w_leak = {weights.get('leak', float('nan')):g}, "
+                     f"w_detection = {weights.get('detection', float('nan')):g})", fontsize=9)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("gain of the collector's payoff over honest play (95% CI over seeds)")
+    fig.suptitle(f"Collector deviations: u_C = U + w_leak x share of subjects attributed - w_detection x public "
+                 f"complaint\n(red profitable, blue costly, grey n.s.; {label})", fontsize=10)
+    fig.tight_layout()
+    path = out / "collector_payoffs.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

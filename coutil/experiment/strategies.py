@@ -1,31 +1,43 @@
 """Subject and collector strategies, plugged into the experiments by name.
 
-A *strategy* says how one subject takes part in a collaborative cell. The harness asks it three
+A *strategy* says how one subject takes part in a collaborative cell. The harness asks it a few
 questions and nothing else, so a strategy never touches protocol internals:
 
 - ``channel``: ``"protocol"`` (she runs the protocol node), ``"decline"`` (she gives nothing),
   ``"plain"`` (she hands her raw record to the collector outside the protocol) or ``"local"`` (she
   masks her own record alone with the public scales and hands that in);
-- ``submitted(qi, confidential, scales, rng)``: the values her node registers and shares (honest:
-  her own; a misreport shifts them);
-- ``vanish_state``: the subject state whose entry makes her go silent for good (None: never).
+- ``submitted(qi, confidential, qi_scales, confidential_scales)``: the values her node registers and
+  shares (honest: her own; a misreport shifts them, in units of the public scales);
+- ``vanish_state``: the subject state whose entry makes her go silent for good (None: never);
+- ``node``: the deviation library's subject strategy her node runs (`coutil.adversary`: ``copycat``,
+  ``tamper``, ``free-rider``, ...), with its parameters (``node_params``); None: the honest node.
 
-Strategies are registered by name (`register_subject_strategy`) with a factory taking the
-strategy's parameters from the study file, e.g. ``misreport-qi`` with ``shift = 2.0``. The deviation
-library (``coutil.adversary``) can register its own named strategies here; a strategy whose
-behaviour needs the node itself will need a further hook (``node_factory``), left for that library.
-Collector strategies (`register_collector_strategy`) are named the same way; only ``honest``
-exists until that library plugs in, and its payoff is computed through `CollectorStrategy.payoff`.
+Every subject strategy of the deviation library is registered here under its own name, except
+``misreport-qi`` and ``misreport-confidential``, which the harness applies to the values it gives
+the node (shifts in public standard deviations, so that the ground truth keeps her true record).
+Study files pass parameters in ``[strategies.NAME]``; a table with a ``strategy`` key names an
+alias (``[strategies.silent-vote]`` with ``strategy = "silent"`` and ``phase = "vote"``), so that one
+study can compare one strategy under several parameters.
+
+Collector strategies (`collector_strategy`) are ``honest`` and every collector strategy of the
+library (``rerun-subtract``, ``fabricate-members``, ...). The collector's payoff is
+`CollectorStrategy.payoff`: the utility of what it collects, plus what it learns (honest subjects'
+records it attributes, as a share of the subjects), minus what detection costs it (a published,
+signed complaint). A library registers more with `register_subject_strategy` and
+`register_collector_strategy`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from coutil.adversary import COLLECTOR_STRATEGIES, SUBJECT_STRATEGIES
+from coutil.adversary.plan import Params, check_strategy_params
 from coutil.errors import InputError
 from coutil.protocol.states import SubjectState
 
@@ -47,6 +59,9 @@ class SubjectStrategy:
     vanish_state: str | None = None
     #: Noise-to-scale variance ratio a of the local channel.
     local_a: float = 1.0
+    #: The deviation library's strategy her node runs (None: the honest node), and its parameters.
+    node: str | None = None
+    node_params: Params = ()
 
     def __post_init__(self) -> None:
         if self.channel not in CHANNELS:
@@ -91,9 +106,24 @@ def _check_keys(name: str, params: Mapping[str, object], known: set[str]) -> Non
                          f"{'; known: ' + ', '.join(sorted(known)) if known else ' (it takes none)'}")
 
 
+def _alias(spec: str, params: dict[str, object]) -> tuple[str, str | None]:
+    """(the registered name to build, the alias it is built under): a ``strategy`` key in ``params``
+    makes ``spec`` an alias of that strategy."""
+    if "strategy" not in params:
+        return spec, None
+    base = params.pop("strategy")
+    if not isinstance(base, str) or base == spec or "strategy" in params:
+        raise InputError(f"[strategies.{spec}]: strategy must name another strategy, got {base!r}")
+    return base, spec
+
+
 def subject_strategy(spec: str, params: Mapping[str, object] | None = None) -> SubjectStrategy:
-    """The strategy called ``spec`` (``silent@registered`` style names carry a state) with ``params``."""
+    """The strategy called ``spec`` (``silent@registered`` style names carry a state) with ``params``
+    (a ``strategy`` key: ``spec`` is an alias of that strategy, see the module docstring)."""
     params = dict(params or {})
+    spec, alias = _alias(spec, params)
+    if alias is not None:
+        return dataclasses.replace(subject_strategy(spec, params), name=alias)
     base, _, state = spec.partition("@")
     factory = _SUBJECT.get(spec) or (_SUBJECT.get(base + "@") if state else None)
     if factory is None:
@@ -134,9 +164,15 @@ def _silent(params: Mapping[str, object]) -> SubjectStrategy:
     return SubjectStrategy(f"silent@{state}", vanish_state=state)
 
 
-def _free_rider(params: Mapping[str, object]) -> SubjectStrategy:
-    _check_keys("free-rider", params, set())
-    return SubjectStrategy("free-rider", vanish_state="sharing")
+#: Library strategies the harness applies to the values it gives the node instead (see the docstring).
+DATA_LEVEL = frozenset({"misreport-qi", "misreport-confidential"})
+
+
+def _library(name: str) -> StrategyFactory:
+    def make(params: Mapping[str, object]) -> SubjectStrategy:
+        checked = check_strategy_params("subject", name, params, f"strategy {name!r}")
+        return SubjectStrategy(name, node=name, node_params=checked)
+    return make
 
 
 register_subject_strategy("honest", _simple("honest", "protocol"))
@@ -146,35 +182,72 @@ register_subject_strategy("local", _local)
 register_subject_strategy("misreport-qi", _misreport_qi)
 register_subject_strategy("misreport-confidential", _misreport_confidential)
 register_subject_strategy("silent@", _silent)
-register_subject_strategy("free-rider", _free_rider)
+for _name in SUBJECT_STRATEGIES:
+    if _name not in DATA_LEVEL:
+        register_subject_strategy(_name, _library(_name))
+
+
+#: Default weights of the collector's payoff (a study's ``[collector]`` table overrides them).
+COLLECTOR_WEIGHTS: dict[str, float] = {"leak": 1.0, "detection": 1.0}
 
 
 @dataclass(frozen=True)
 class CollectorStrategy:
-    """How the collector plays. ``honest`` only, until the deviation library registers others.
-
-    ``payoff(utility, gain)``: the collector's payoff is the utility of what it collects plus what a
-    deviation gains it (``gain``, 0 for honest play; a deviation reports its own gain measure).
-    """
+    """How the collector plays: ``honest`` or a strategy of the deviation library (``node``)."""
 
     name: str
+    node: str | None = None
+    node_params: Params = ()
 
-    def payoff(self, utility: float, gain: float = 0.0) -> float:
-        return utility + gain
+    @property
+    def deviates(self) -> bool:
+        return self.node is not None
+
+    @staticmethod
+    def payoff(utility: float, leaked_share: float = 0.0, published: bool = False,
+               weights: Mapping[str, float] | None = None) -> float:
+        """u_C = U + w_leak * leaked_share - w_detection * [a complaint about it is public]: the utility of
+        what it collects, plus the share of subjects whose confidential record it attributes (from the
+        ground truth), minus the cost of being caught by a signed complaint any auditor can check."""
+        w = {**COLLECTOR_WEIGHTS, **(weights or {})}
+        return utility + w["leak"] * leaked_share - w["detection"] * float(published)
 
 
-_COLLECTOR: dict[str, Callable[[Mapping[str, object]], CollectorStrategy]] = {
-    "honest": lambda params: CollectorStrategy("honest"),
-}
+CollectorFactory = Callable[[Mapping[str, object]], CollectorStrategy]
 
 
-def register_collector_strategy(name: str, factory: Callable[[Mapping[str, object]], CollectorStrategy]) -> None:
-    """The hook for the deviation library's collector strategies."""
+def _honest_collector(params: Mapping[str, object]) -> CollectorStrategy:
+    _check_keys("honest", params, set())
+    return CollectorStrategy("honest")
+
+
+def _library_collector(name: str) -> CollectorFactory:
+    def make(params: Mapping[str, object]) -> CollectorStrategy:
+        return CollectorStrategy(name, name, check_strategy_params("collector", name, params, f"collector {name!r}"))
+    return make
+
+
+_COLLECTOR: dict[str, CollectorFactory] = {"honest": _honest_collector}
+for _name in COLLECTOR_STRATEGIES:
+    _COLLECTOR[_name] = _library_collector(_name)
+
+
+def register_collector_strategy(name: str, factory: CollectorFactory) -> None:
+    """Make ``name`` usable as a collector strategy in a study file; a second registration replaces the first."""
     _COLLECTOR[name] = factory
 
 
+def collector_strategy_names() -> list[str]:
+    return sorted(_COLLECTOR)
+
+
 def collector_strategy(name: str, params: Mapping[str, object] | None = None) -> CollectorStrategy:
+    """The collector strategy ``name`` with ``params`` (a ``strategy`` key: an alias, as for subjects)."""
+    params = dict(params or {})
+    name, alias = _alias(name, params)
+    if alias is not None:
+        return dataclasses.replace(collector_strategy(name, params), name=alias)
     factory = _COLLECTOR.get(name)
     if factory is None:
-        raise InputError(f"unknown collector strategy {name!r} (known: {', '.join(sorted(_COLLECTOR))})")
-    return factory(dict(params or {}))
+        raise InputError(f"unknown collector strategy {name!r} (known: {', '.join(collector_strategy_names())})")
+    return factory(params)

@@ -98,7 +98,9 @@ def test_strategy_registry() -> None:
     qi, conf = shifted.submitted(np.array([1.0, 2.0]), np.array([3.0]), np.array([0.5, 1.0]), np.array([1.0]))
     assert qi.tolist() == [2.0, 4.0] and conf.tolist() == [3.0]
     assert subject_strategy("silent@registered").vanish_state == "registered"
-    assert subject_strategy("free-rider").vanish_state == "sharing"
+    # free-rider is the deviation library's node (registers, publishes her run keys, never submits).
+    free_rider = subject_strategy("free-rider")
+    assert free_rider.node == "free-rider" and free_rider.vanish_state is None
     with pytest.raises(InputError, match="unknown subject strategy"):
         subject_strategy("bogus")
     with pytest.raises(InputError, match="unknown subject state"):
