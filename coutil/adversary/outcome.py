@@ -280,17 +280,21 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
     }
     victim = getattr(collector, "victim_key", None)
     if victim is not None and topics.sid_of(victim) in row_of:
-        entry["victim"] = _victim_view(collector, victim, own, qi[row_of[topics.sid_of(victim)]], released)
+        victim_row = row_of[topics.sid_of(victim)]
+        entry["victim"] = _victim_view(collector, victim, own, qi[victim_row], released,
+                                       subjects[victim_row] if subjects is not None else None)
     if own:
         entry["fabricated"] = len(own)
     return entry
 
 
 def _victim_view(collector: CollectorNode, victim: bytes, own: set[bytes], true_qi: np.ndarray,
-                 released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]]) -> dict[str, object]:
+                 released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]],
+                 node: SubjectNode | None) -> dict[str, object]:
     """The victim's group as the collector made it, and what she can see of it herself: no member is
     verifiable to her (per-round keys are unlinkable by design); a centroid equal to her own QIs
-    means every other member registered exactly her QIs."""
+    means every other member registered exactly her QIs, which her audit notices on her device
+    (``she_noticed``: `coutil.audit.subject.SubjectAudit.centroid_is_own_qi`, a local warning)."""
     group = collector._group_of.get(victim)
     members = [k for k, g in collector._group_of.items() if g == group]
     view: dict[str, object] = {"node": topics.sid_of(victim), "group": group, "members": len(members),
@@ -299,6 +303,9 @@ def _victim_view(collector: CollectorNode, victim: bytes, own: set[bytes], true_
     if group in released:
         # Up to rounding (the centroid is a mean): every other member registered exactly her QIs.
         view["centroid_equals_her_qi"] = bool(np.allclose(released[group][0], true_qi, rtol=1e-12, atol=1e-9))
+    audit = getattr(node, "audit", None) if node is not None else None
+    if audit is not None:
+        view["she_noticed"] = bool(getattr(audit, "centroid_is_own_qi", False))
     return view
 
 

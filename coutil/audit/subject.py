@@ -10,6 +10,10 @@ in groups of consecutive rows (group numbers ``group_ids``, sizes ``group_sizes`
   promised ``min_permutation_distance``;
 - v: per attribute, the population variance of the release values within rank distance d of hers
   (Definition 1, condition 2); kept local, never sent;
+- *centroid is her own QIs* (kept local): her group's released QI centroid equals her QIs, i.e. every
+  other member registered exactly her QIs. In continuous data that is the sign of a group filled with
+  identities that copied her QIs (a collector's Sybils isolating her, SPEC §3); honest duplicates in
+  discrete data show it too, so it is a warning she may print, never a complaint;
 - *plausible*: a match at distance d is plausible as a chance match. ``random_records`` random
   records (one value drawn independently from each release column) are drawn with numpy's PCG64
   generator seeded with the first 8 bytes, big-endian, of the *release digest* (`release_digest`),
@@ -79,6 +83,8 @@ class SubjectAudit:
     #: v: per attribute (QIs then confidential), the population variance of the release values within
     #: rank distance d of hers (paper 002, Definition 1, condition 2). Kept local: never sent or logged.
     variances: tuple[float, ...] = ()
+    #: Her group's QI centroid equals her own QIs (module docstring). Kept local: never sent or logged.
+    centroid_is_own_qi: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``coutil audit --record-values --json``, key ``verdict``)."""
@@ -214,10 +220,13 @@ def judge(
         return MALFORMED
     k_anonymous = bool(view.group_slices) and view.min_group_size >= params.k and view.single_qi_vector
     mine = None if group is None else view.group_slices.get(group)
-    included = False
+    included = centroid_is_own_qi = False
     if mine is not None:
         conf = np.asarray(confidential, dtype=np.float64)
         included = bool(np.any(np.all(rows[mine, view.n_qi:] == conf, axis=1)))
+        # A mean of k equal values is that value up to rounding.
+        centroid_is_own_qi = mine.stop > mine.start and bool(
+            np.allclose(rows[mine.start, :view.n_qi], np.asarray(qi, dtype=np.float64), rtol=1e-12, atol=1e-12))
     if measured is None:
         measured = distances_and_variances(view, [tuple(qi) + tuple(confidential)])[0]
     distance, variances = measured
@@ -231,7 +240,7 @@ def judge(
     else:
         reason = "ok"
     return SubjectAudit(reason == "ok", reason, included, k_anonymous, distance, p, p >= params.alpha,
-                        variances)
+                        variances, centroid_is_own_qi)
 
 
 def audit_subject(

@@ -532,6 +532,12 @@ def _audit_subject(
             f"verdict: {'accept' if verdict.accept else 'complain'} ({verdict.reason}); included "
             f"{verdict.included}, k-anonymous {verdict.k_anonymous} (k = {params.k})"
         )
+        if verdict.centroid_is_own_qi:
+            err_console.print(
+                "warning: your group's QI centroid is exactly your own QIs: every other member registered your "
+                "QIs. Unless such duplicates are common in this survey, your group may be identities made to "
+                "isolate you (protocol/SPEC.md section 3, Sybils)"
+            )
     _report_check(check, json_output)
 
 

@@ -244,6 +244,10 @@ def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:
         f"k-anonymous: {'yes' if verdict.k_anonymous else 'no'}",
         f"match plausible as a random one: {'yes' if verdict.plausible else 'no'} (p = {verdict.p_value:.3f})",
     ]
+    if verdict.centroid_is_own_qi:
+        parts.append("WARNING: your group's QI centroid is exactly your own QIs (every other member registered your "
+                     "QIs): unless such duplicates are common in this survey, your group may be identities made to "
+                     "isolate you (Sybils; protocol/SPEC.md section 3)")
     return "\n".join(parts)
 
 
@@ -302,6 +306,7 @@ def join_command(
             "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
             "p_value": audit.p_value, "plausible": audit.plausible,
             "variances": dict(zip(announced.qi_names + announced.confidential_names, audit.variances, strict=True)),
+            "centroid_is_own_qi": audit.centroid_is_own_qi,
         },
     }
     if as_json:

@@ -135,9 +135,13 @@ def test_a_victim_alone_with_sybils_is_attributed_the_measured_limit(table: dict
     assert set(entry["detected_by"]) <= {"auditor"} and all(v["accept"] for v in p.verdicts().values())
     view = entry["victim"]
     assert view["own_members"] == CONFIG.k - 1 and view["members_she_can_verify"] == 0
-    # What she could see herself today: her group's centroid is exactly her own QIs (every other
-    # member registered them). A collector choosing Sybil QIs around hers would hide even that.
+    # What she can see herself today: her group's centroid is exactly her own QIs (every other
+    # member registered them), and her audit says so on her device (a local warning, not a complaint:
+    # honest duplicates in discrete data look the same). Sybil QIs chosen off hers would hide even that.
     assert view["centroid_equals_her_qi"] is True
+    assert view["she_noticed"] is True
+    others = [s for s in p.round.subjects if s.sid != p.sid(victim)]
+    assert not any(s.audit is not None and s.audit.centroid_is_own_qi for s in others)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -150,3 +154,4 @@ def test_fabricated_members_without_isolation_leak_only_when_mdav_groups_them_wi
     alone = view["members"] - view["own_members"] == 1
     assert entry["leak"] == ([p.sid(victim)] if alone else [])
     assert set(entry["leak"]) <= {p.sid(victim)}  # never anyone else's
+    assert view["she_noticed"] is alone  # her audit warns her exactly when she is alone with them

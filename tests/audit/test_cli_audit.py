@@ -139,7 +139,7 @@ def test_subject_mode(capsys: pytest.CaptureFixture[str], files: dict[str, str])
     # The verdict: her original record is not a row of the (noisy) release.
     verdict = out["verdict"]
     assert set(verdict) == {"accept", "reason", "included", "k_anonymous", "permutation_distance", "p_value",
-                            "plausible", "variances"}
+                            "plausible", "variances", "centroid_is_own_qi"}
     assert verdict["reason"] == "not_included" and verdict["k_anonymous"] is True  # 20 rows >= k = 5
     assert verdict["p_value"] == plaus["p_value"] and verdict["variances"] == rec["variances"]
     assert out["audit_parameters"] == {"k": 5, "min_permutation_distance": 0, "random_records": 8000,

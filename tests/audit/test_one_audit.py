@@ -22,7 +22,7 @@ from coutil.round.simulation import synthetic_dataset
 from tests.audit.test_ranks import ref_nearest, ref_star
 
 VERDICT_FIELDS = {"accept", "reason", "included", "k_anonymous", "permutation_distance", "variances", "p_value",
-                  "plausible"}
+                  "plausible", "centroid_is_own_qi"}
 
 # ------------------------------------------------------------------- the function, by hand
 
@@ -56,6 +56,20 @@ def test_the_verdict_on_a_hand_checked_release() -> None:
     assert _audit(rows=two_qi).reason == "not_k_anonymous"  # group 0 has two QI vectors
     assert _audit(sizes=(2, 1)).reason == "malformed_release"  # groups do not cover the rows
     assert _audit(sizes=(2, 2), rows=[[1.0], [1.0], [5.0], [5.0]]).reason == "malformed_release"
+
+
+def test_a_group_whose_centroid_is_her_own_qis_is_noticed_locally() -> None:
+    # Her QIs 1.2 are not her group's centroid 1.0: nothing to notice.
+    assert not _audit().centroid_is_own_qi
+    # Every other member registered exactly her QIs (the centroid is hers, up to the rounding of a mean):
+    # she notices, and still accepts (a warning on her device, not a complaint).
+    third = 0.1 + 0.2  # 0.30000000000000004: a mean of three of these is not exactly it
+    rows = [[(third * 3) / 3, 10.0], [(third * 3) / 3, 11.0], [5.0, 20.0], [5.0, 21.0]]
+    mine = audit_subject(rows, round_id=ROUND, columns=COLUMNS, group_ids=(0, 1), group_sizes=(2, 2), qi=(third,),
+                         confidential=(11.0,), group=0, params=LOOSE)
+    assert mine.centroid_is_own_qi and mine.accept
+    # Another group's centroid equal to her QIs does not count.
+    assert not _audit(rows=[[1.0, 10.0], [1.0, 11.0], [1.2, 20.0], [1.2, 21.0]]).centroid_is_own_qi
 
 
 def test_the_p_value_counts_her_record_as_one_more_draw() -> None:
