@@ -190,7 +190,9 @@ def load_study(path: str | Path, *, check_files: bool = True) -> Study:
     collector_types: dict[str, dict[str, float]] = {}
     for name, table in doc.get("collector_types", {}).items():
         where = f"{p} [collector_types.{name}]"
-        bad = sorted(set(table) - set(COLLECTOR_WEIGHTS)) if isinstance(table, dict) else ["(not a table)"]
+        if not isinstance(table, dict):
+            raise InputError(f"{where} must be a table (keys: {', '.join(COLLECTOR_WEIGHTS)})")
+        bad = sorted(set(table) - set(COLLECTOR_WEIGHTS))
         if bad:
             raise InputError(f"{where}: unknown key(s) {', '.join(bad)}; known: {', '.join(COLLECTOR_WEIGHTS)}")
         collector_types[name] = {key: _number(table, key, where, default) for key, default in COLLECTOR_WEIGHTS.items()}
@@ -227,8 +229,13 @@ def _validate(study: Study, check_files: bool) -> None:
             subject_strategy(strategy, study.strategy_params(strategy))
     for name in study.grid.get("deviation", []):
         subject_strategy(str(name), study.strategy_params(str(name)))
+    smallest = min((int(n) for n in study.grid.get("n", [100])), default=100)
     for name in study.grid.get("collector", []):
-        collector_strategy(str(name), study.collector_params(str(name)))
+        collector = collector_strategy(str(name), study.collector_params(str(name)))
+        victim = dict(collector.node_params).get("victim")
+        if isinstance(victim, int) and victim >= smallest:
+            raise InputError(f"{where} [collectors.{name}]: victim row {victim} is not in every cell's data "
+                             f"(smallest n = {smallest}: rows 0..{smallest - 1})")
     for dataset in study.grid.get("dataset", []):
         path = study.dataset_path(str(dataset))
         if check_files and path is not None and not path.exists():

@@ -106,14 +106,14 @@ def _check_keys(name: str, params: Mapping[str, object], known: set[str]) -> Non
                          f"{'; known: ' + ', '.join(sorted(known)) if known else ' (it takes none)'}")
 
 
-def _alias(spec: str, params: dict[str, object]) -> tuple[str, str | None]:
+def _alias(spec: str, params: dict[str, object], table: str) -> tuple[str, str | None]:
     """(the registered name to build, the alias it is built under): a ``strategy`` key in ``params``
-    makes ``spec`` an alias of that strategy."""
+    makes ``spec`` an alias of that strategy (``table``: where the study file gives it)."""
     if "strategy" not in params:
         return spec, None
     base = params.pop("strategy")
-    if not isinstance(base, str) or base == spec or "strategy" in params:
-        raise InputError(f"[strategies.{spec}]: strategy must name another strategy, got {base!r}")
+    if not isinstance(base, str) or base == spec:
+        raise InputError(f"[{table}.{spec}]: strategy must name another strategy, got {base!r}")
     return base, spec
 
 
@@ -121,7 +121,7 @@ def subject_strategy(spec: str, params: Mapping[str, object] | None = None) -> S
     """The strategy called ``spec`` (``silent@registered`` style names carry a state) with ``params``
     (a ``strategy`` key: ``spec`` is an alias of that strategy, see the module docstring)."""
     params = dict(params or {})
-    spec, alias = _alias(spec, params)
+    spec, alias = _alias(spec, params, "strategies")
     if alias is not None:
         return dataclasses.replace(subject_strategy(spec, params), name=alias)
     base, _, state = spec.partition("@")
@@ -244,7 +244,7 @@ def collector_strategy_names() -> list[str]:
 def collector_strategy(name: str, params: Mapping[str, object] | None = None) -> CollectorStrategy:
     """The collector strategy ``name`` with ``params`` (a ``strategy`` key: an alias, as for subjects)."""
     params = dict(params or {})
-    name, alias = _alias(name, params)
+    name, alias = _alias(name, params, "collectors")
     if alias is not None:
         return dataclasses.replace(collector_strategy(name, params), name=alias)
     factory = _COLLECTOR.get(name)

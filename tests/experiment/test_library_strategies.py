@@ -157,3 +157,7 @@ def test_study_file_errors_name_the_key(tmp_path: Path) -> None:
         load_study(_study(tmp_path, COLLECTOR.replace("leak = 30.0", "leek = 30.0")))
     with pytest.raises(InputError, match="unknown key"):
         load_study(_study(tmp_path, SUBJECTS.replace('phase = "vote"', 'phaze = "vote"')))
+    with pytest.raises(InputError, match=r"\[collectors.fabricate-isolate\]: victim row 30 is not in every cell"):
+        load_study(_study(tmp_path, COLLECTOR.replace("isolate = true", "isolate = true\nvictim = 30")))
+    with pytest.raises(InputError, match=r"\[collectors.fabricate-isolate\]: strategy must name another"):
+        load_study(_study(tmp_path, COLLECTOR.replace('strategy = "fabricate-members"', "strategy = 5")))
