@@ -115,6 +115,10 @@ class RoundSpec:
                              "table (coutil simulate and coutil run honour it)")
         if simulated_network:
             return
+        if self.adversary is not None and self.adversary.broker is not None:
+            where = str(self.path) if self.path is not None else "--set"
+            raise InputError(f"{where}: [adversary] broker = {self.adversary.broker!r} needs the in-memory bus, which "
+                             f"{runner} does not use (it runs on a real broker): use coutil simulate")
         given = [t for t in SIMULATED_TABLES if t in self.tables]
         if given:
             where = str(self.path) if self.path is not None else "--set"
