@@ -369,6 +369,8 @@ def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequenc
         # What the receivers made of each delivery it made: a rejection reason, or accepted.
         "received": dict(broker.received),
         "accepted_by_kind": dict(broker.accepted_by_kind),
+        # Of those, REJECTs (the rest were IGNOREd: a replay or a copy, as expected).
+        "rejected": sum(broker.rejected_by.values()),
         "detected": bool(detectors),
         "detected_by": _capped(detectors),
         "detectors": len(detectors),
