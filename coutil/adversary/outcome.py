@@ -360,7 +360,7 @@ def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequenc
     detectors = sorted((receiver.split("-")[0] for receiver in broker.rejected_by),
                        key=lambda s: (s != "collector", s))
     truth = {node_ids[r].split("-")[0]: confidential[r] for r in honest_rows}
-    attributed, measure = _plaintext_hits(publications, truth, broker.rng.fork("leak"))
+    attributed, measure = plaintext_hits(publications, truth, broker.rng.fork("leak"))
     entry: dict[str, object] = {
         "node": "broker", "role": "broker", "strategy": plan.broker, "params": dict(plan.broker_params),
         "deviated": broker.deviated,
@@ -390,7 +390,7 @@ def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequenc
     return entry
 
 
-def _plaintext_hits(publications: Sequence[CarriedPublication], truth: Mapping[str, np.ndarray],
+def plaintext_hits(publications: Sequence[CarriedPublication], truth: Mapping[str, np.ndarray],
                     rng: SeededRandom) -> tuple[list[str], dict[str, object]]:
     """Honest subjects whose confidential record, in its wire encoding (SPEC §8.2), occurs in a payload
     the broker carried other than a release (which shows records only by group, to everyone)."""

@@ -13,16 +13,20 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from coutil.adversary import BROKER_STRATEGIES, broker_strategy
+from coutil.adversary.outcome import plaintext_hits
 from coutil.adversary.plan import parse_adversary
 from coutil.cli import main
 from coutil.errors import InputError
 from coutil.protocol.collector import CollectorNode
+from coutil.protocol.crypto import encode_record
+from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
 from tests.adversary.common import CONFIG, SEEDS, Played, play
 
@@ -285,3 +289,19 @@ def test_run_refuses_a_broker_strategy_in_one_line(tmp_path: Path, capsys: pytes
     assert main(["run", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "broker = 'drop-victim' needs the in-memory bus" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_leak_measure_finds_a_record_carried_in_the_clear_outside_a_release() -> None:
+    """The broker's leak is measured, so the measure must be able to find one: a payload carrying a
+    subject's record in its wire encoding names her; the same bytes in a release do not."""
+    p = play({"broker": "duplicate"}, seed=SEEDS[0])
+    assert p.round.bus.publications is not None
+    conf = p.data.select(list(CONFIG.confidential)).values
+    truth = {p.sid(r): conf[r] for r in range(p.data.n)}
+    leaky = SimpleNamespace(sender="x", topic="t", payload=b"\x00" * 5 + encode_record(conf[4].tolist()) + b"\x01")
+    rng = SeededRandom(1)
+    found, measure = plaintext_hits([*p.round.bus.publications, leaky], truth, rng)
+    releases = len(p.round.bus.publications) + 1 - int(measure["payloads_searched"])
+    assert found == [p.sid(4)] and releases >= 1
+    found, _ = plaintext_hits(list(p.round.bus.publications), truth, rng)
+    assert found == []  # the release (left out) holds every record; ciphertexts hold none
