@@ -85,11 +85,13 @@ class RecordedPublication:
 
 @dataclass(frozen=True)
 class EarlierRound:
-    """What a broker kept of an earlier round: its round id, node ids (dataset order) and publications."""
+    """What a broker kept of an earlier round: its round id, node ids (dataset order), publications and
+    its public release's confidential records (row by row)."""
 
     round_id: bytes
     node_ids: tuple[str, ...]
     publications: tuple[RecordedPublication, ...]
+    released: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -283,12 +285,19 @@ class ReplayRound(BrokerStrategy):
 
 class DropVictim(BrokerStrategy):
     """Drops every message from or to the victim from a phase on (``after``), for ``duration`` seconds
-    (0: for good)."""
+    (0: for good). ``against_earlier``: the collector ran an earlier round over the same records (with
+    ``earlier_offset``, as for ``replay-round``) and the broker subtracts this release from that one
+    (SPEC §3: the difference of two releases, the known limit across rounds)."""
 
     NAME = "drop-victim"
     NEEDS_VICTIM = True
-    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "after": "shuffle_start", "duration": 0.0}
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "after": "shuffle_start", "duration": 0.0,
+                                           "against_earlier": False, "earlier_offset": 1}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"after": PHASE_TAGS}
+
+    @classmethod
+    def needs_earlier_round(cls, params: Mapping[str, object]) -> bool:
+        return bool(params.get("against_earlier", False))
 
     def setup(self) -> None:
         self._from: float | None = 0.0 if self.param_str("after") == "start" else None

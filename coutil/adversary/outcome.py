@@ -387,7 +387,31 @@ def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequenc
                            "excluded": excluded.get(sid),
                            "verdict": None if verdict is None else
                            ("accept" if verdict["accept"] else str(verdict["reason"]))}
+    if broker.earlier is not None:
+        entry["across_rounds"] = _across_rounds(broker, node_ids, released, confidential)
     return entry
+
+
+def _across_rounds(broker: BrokerStrategy, node_ids: Sequence[str],
+                   released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]],
+                   confidential: np.ndarray) -> dict[str, object]:
+    """The difference attack on two public releases over the same records (SPEC §3, the known limit
+    across rounds): the records of the earlier round's release that this one lacks. The broker knows
+    whom it kept out of this round (its victim: her network identity, her QIs in her registration);
+    a difference of exactly one record is hers."""
+    assert broker.earlier is not None
+    now = Counter(record for _, records in released.values() for record in records)
+    difference = Counter(broker.earlier.released) - now
+    attributed: list[str] = []
+    leak: list[str] = []
+    if broker.victim is not None and sum(difference.values()) == 1:
+        row = node_ids.index(broker.victim)
+        sid = broker.victim.split("-")[0]
+        attributed.append(sid)
+        if next(iter(difference)) == tuple(float(v) for v in confidential[row]):
+            leak.append(sid)
+    return {"earlier_released": len(broker.earlier.released), "released": sum(now.values()),
+            "difference": sum(difference.values()), "attributed": attributed, "leak": leak}
 
 
 def plaintext_hits(publications: Sequence[CarriedPublication], truth: Mapping[str, np.ndarray],

@@ -132,6 +132,9 @@ def _adversary_lines(summary: dict[str, Any]) -> list[str]:
         leak = sum(len(e["leak"]) for e in entries)
         line = (f"adversary {name}: {len(entries)} node(s), {detected} detected, {excluded} excluded, "
                 f"{leak} honest record(s) attributed")
+        across = entries[0].get("across_rounds") if entries[0]["role"] == "broker" else None
+        if isinstance(across, dict) and across.get("leak"):
+            line += f" (+ {len(across['leak'])} across rounds: the difference of two releases)"
         received = entries[0].get("received") if entries[0]["role"] == "broker" else None
         if isinstance(received, dict) and received:
             # What the receivers made of what the broker replayed, copied or substituted.

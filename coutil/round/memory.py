@@ -213,8 +213,10 @@ def _build_broker(adversary: AdversaryPlan | None, data: Dataset, config: RoundC
         old = simulate_round(data, config, seed=seed + offset, identity_seed=seed, network=network,
                              record_publications=True)
         assert old.bus.publications is not None
+        released = old.collector.outcome().rows[:, len(config.qi):]
         earlier = EarlierRound(old.collector.round_id, tuple(old.report.sids), tuple(
-            RecordedPublication(p.at, p.sender, p.topic, p.payload, p.retain) for p in old.bus.publications))
+            RecordedPublication(p.at, p.sender, p.topic, p.payload, p.retain) for p in old.bus.publications),
+            tuple(tuple(float(v) for v in row) for row in released))
         start = old.bus.now + 1.0
     strategy: BrokerStrategy = cls(params, seed=seed, round_id=round_id, node_ids=sids, victim=victim,
                                    earlier=earlier)

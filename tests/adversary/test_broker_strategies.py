@@ -223,6 +223,36 @@ def test_an_old_announce_shown_to_one_subject_keeps_her_out_liveness_only(seed: 
     assert p.released() == p.records(others)
     assert all(p.verdicts()[p.sid(r)]["accept"] is True for r in others)
     assert entry["leak"] == []
+    # Within this round nothing leaks; against the earlier round's release, hers does (the limit below).
+    assert entry["across_rounds"]["leak"] == [p.sid(VICTIM)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("after", ["start", "shuffle_start"])
+def test_a_victim_kept_out_of_a_second_round_over_the_same_records_is_attributed_the_measured_limit(
+        after: str, seed: int) -> None:
+    """SPEC §3, the known limit across rounds: two public releases over the same records differ by the
+    records of whoever is in one and not the other. A broker that keeps one subject out of the second
+    round (she never registers, or is cut off after grouping and excluded ``silent``) subtracts the two
+    releases and attributes her exact record, every seed; nobody notices (she is cut off, the others
+    accept). Each round on its own holds: no group below k, nothing leaks within it. The protocol has no
+    memory across rounds: a difference of releases is composition, not something a round can refuse."""
+    p = play({"broker": {"strategy": "drop-victim", "victim": VICTIM, "after": after, "against_earlier": True}},
+             seed=seed)
+    entry = broker_entry(p)
+    assert p.outcome.completed and all(size >= CONFIG.k for size in p.outcome.group_sizes)
+    assert entry["leak"] == []  # within the round
+    assert entry["across_rounds"] == {"earlier_released": p.data.n, "released": p.data.n - 1, "difference": 1,
+                                      "attributed": [p.sid(VICTIM)], "leak": [p.sid(VICTIM)]}
+    others = [r for r in range(p.data.n) if r != VICTIM]
+    assert all(p.verdicts()[p.sid(r)]["accept"] is True for r in others)
+    assert not entry["detected"]
+
+
+def test_a_replayed_round_over_the_same_records_gives_no_difference() -> None:
+    """The same measure when nobody is kept out: the two releases hold the same records."""
+    entry = broker_entry(play({"broker": "replay-round"}, seed=SEEDS[0]))
+    assert entry["across_rounds"]["difference"] == 0 and entry["across_rounds"]["leak"] == []
 
 
 @pytest.mark.parametrize(("table", "message"), [
