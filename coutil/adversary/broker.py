@@ -16,7 +16,8 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   when this round first reaches the same phase, its topic rewritten to this round and to the subject of
   the same row (replays across rounds: announce, registrations, roster, assigns, ..., verdicts, release);
 - ``drop-victim``: drops every message from or to the victim from a phase on, for ``duration`` seconds
-  or for good (a broker that drops);
+  or for good (a broker that drops); with ``against_earlier`` it also subtracts this release from an
+  earlier round's over the same records (SPEC §3's known limit across rounds, reported as ``across_rounds``);
 - ``duplicate`` / ``reorder``: delivers a seeded share of the messages twice / late;
 - ``split-retained``: shows the victim another retained bulletin (roster, release or announce) than
   everyone else: the earlier round's, or the real one with a forged signature.
