@@ -1,10 +1,12 @@
-"""Deviations: named strategies a round can give to chosen subjects and to the collector (issue 12).
+"""Deviations: named strategies a round can give to chosen subjects, the collector and the broker (issue 12).
 
 Each strategy is a subclass of the real node (`coutil.protocol.subject.SubjectNode` or
 `coutil.protocol.collector.CollectorNode`) that overrides the smallest hook it can: a handler of the
 transition table, `_emit` (what a subject signs), `_mix`, `_form_groups`, `_publish_release`, ...
 Everything else is the honest code, so a strategy is a faithful model of one deviating party in an
-otherwise honest round. A round file chooses them in its ``[adversary]`` table (`coutil.adversary.plan`);
+otherwise honest round. A broker strategy (`coutil.adversary.broker`) is not a node: the in-memory
+bus consults it for every publication and delivery (it signs nothing, it only routes).
+A round file chooses them in its ``[adversary]`` table (`coutil.adversary.plan`);
 `coutil.round.nodes` builds the nodes through the same factory for every driver; after an in-memory
 round, `coutil.adversary.outcome` says for every deviating node whether it was detected, by whom,
 whether it was excluded, and what it can attribute (the leak, against the simulation's ground truth).
@@ -45,6 +47,17 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
 }
 
 
+#: Broker strategies (the bus's broker, in-memory rounds only): name -> "module:class".
+BROKER_STRATEGIES: dict[str, str] = {
+    "replay-runs": "coutil.adversary.broker:ReplayRuns",
+    "replay-round": "coutil.adversary.broker:ReplayRound",
+    "drop-victim": "coutil.adversary.broker:DropVictim",
+    "duplicate": "coutil.adversary.broker:Duplicate",
+    "reorder": "coutil.adversary.broker:Reorder",
+    "split-retained": "coutil.adversary.broker:SplitRetained",
+}
+
+
 def _load(path: str) -> Any:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -60,4 +73,10 @@ def collector_strategy(name: str) -> Any:
     return _load(COLLECTOR_STRATEGIES[name])
 
 
-__all__ = ["COLLECTOR_STRATEGIES", "SUBJECT_STRATEGIES", "collector_strategy", "subject_strategy"]
+def broker_strategy(name: str) -> Any:
+    """The class of broker strategy ``name`` (KeyError for an unknown name)."""
+    return _load(BROKER_STRATEGIES[name])
+
+
+__all__ = ["BROKER_STRATEGIES", "COLLECTOR_STRATEGIES", "SUBJECT_STRATEGIES", "broker_strategy", "collector_strategy",
+           "subject_strategy"]

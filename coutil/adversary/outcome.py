@@ -13,17 +13,27 @@ every opening it made (`coutil.adversary.collector.CollectorStrategy.attribution
 records taken out, two openings subtracted); a deviating subject knows her own record and her
 group's released rows. The *baseline* is what an honest release discloses: a record is attributable
 only if its released group holds one record.
+
+A *broker* strategy (`coutil.adversary.broker`) gets an entry too: what it did (dropped, injected,
+duplicated, delayed, substituted), what the receivers made of every delivery it made (the reasons of
+their rejections and ignores, ``accepted`` when none; ``detected_by`` the receivers that REJECTed one),
+the victim's fate when it has one, and its leak: the honest subjects whose exact confidential record
+occurs in the bytes it carried (the release aside), found by searching every payload for the record's
+wire encoding, plus what the release discloses to anyone.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
+from coutil.adversary.broker import BrokerStrategy, peek
 from coutil.adversary.plan import AdversaryPlan
-from coutil.protocol import topics
+from coutil.protocol import crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.events import (
     Event,
@@ -37,6 +47,7 @@ from coutil.protocol.events import (
     UnpeelableItem,
     VerdictRecorded,
 )
+from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.sdc.mdav import mdav
 
@@ -52,6 +63,21 @@ COLLECTOR_REJECTIONS = frozenset({"roster_changed", "root_mismatch", "bad_inclus
 
 #: At most this many detectors are named (their number is reported beside).
 MAX_NAMED = 20
+
+
+#: Above this many (needle x byte) comparisons the broker's leak is measured on a seeded sample of subjects.
+MAX_LEAK_WORK = 2 * 10**10
+
+
+class CarriedPublication(Protocol):
+    """A publication the broker carried (`coutil.net.memory.Publication`)."""
+
+    @property
+    def sender(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def payload(self) -> bytes: ...
 
 
 def _capped(names: list[str]) -> list[str]:
@@ -72,9 +98,12 @@ def adversary_section(
     qi: np.ndarray,
     confidential: np.ndarray,
     subjects: Sequence[SubjectNode] | None = None,
+    broker: BrokerStrategy | None = None,
+    publications: Sequence[CarriedPublication] | None = None,
 ) -> dict[str, object]:
     """The report's ``adversary`` section (see the module docstring). ``qi`` and ``confidential`` are
-    the ground truth, by row; ``subjects`` (by row) when the driver holds the subject nodes."""
+    the ground truth, by row; ``subjects`` (by row) when the driver holds the subject nodes; ``broker``
+    and the ``publications`` it carried when the bus had a deviating broker."""
     row_of = _row_of(node_ids)
     deviant_sids = {node_ids[r].split("-")[0] for r in deviants}
     honest_rows = [r for r in range(len(node_ids)) if r not in deviants]
@@ -92,6 +121,9 @@ def adversary_section(
     if plan.collector is not None:
         entries.append(_collector_entry(plan, collector, events, verdicts, deviant_sids, subjects, deviants,
                                         row_of, confidential, qi, released))
+    if broker is not None:
+        entries.append(_broker_entry(plan, broker, node_ids, deviants, events, excluded, verdicts, released,
+                                     confidential, publications or ()))
     honest_sids = {node_ids[r].split("-")[0] for r in honest_rows}
     honest_complaints = Counter(str(v["reason"]) for sid, v in verdicts.items()
                                 if sid in honest_sids and not v["accept"])
@@ -324,3 +356,102 @@ def _not_mdav(collector: CollectorNode, events: Sequence[tuple[str, Event]]) -> 
         if label not in changed and tuple(np.round(centroid, 9)) not in centroids:
             count += 1
     return count
+
+
+def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequence[str], deviants: Mapping[int, str],
+                  events: Sequence[tuple[str, Event]], excluded: dict[str, str],
+                  verdicts: dict[str, dict[str, object]],
+                  released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]], confidential: np.ndarray,
+                  publications: Sequence[CarriedPublication]) -> dict[str, object]:
+    honest_rows = [r for r in range(len(node_ids)) if r not in deviants]
+    detectors = sorted((receiver.split("-")[0] for receiver in broker.rejected_by),
+                       key=lambda s: (s != "collector", s))
+    truth = {node_ids[r].split("-")[0]: confidential[r] for r in honest_rows}
+    attributed, measure = plaintext_hits(publications, truth, broker.rng.fork("leak"))
+    entry: dict[str, object] = {
+        "node": "broker", "role": "broker", "strategy": plan.broker, "params": dict(plan.broker_params),
+        "deviated": broker.deviated,
+        "actions": dict(broker.actions),
+        "made_by_kind": dict(broker.made_by_kind),
+        # What the receivers made of each delivery it made: a rejection reason, or accepted.
+        "received": dict(broker.received),
+        "accepted_by_kind": dict(broker.accepted_by_kind),
+        # Of those, REJECTs (the rest were IGNOREd: a replay or a copy, as expected).
+        "rejected": sum(broker.rejected_by.values()),
+        "detected": bool(detectors),
+        "detected_by": _capped(detectors),
+        "detectors": len(detectors),
+        "excluded": False,  # nobody can exclude the broker
+        "leak": sorted(attributed),
+        "leak_measure": measure,
+        "release_discloses": sum(1 for _, records in released.values() if len(records) == 1),
+    }
+    if broker.victim is not None:
+        sid = broker.victim.split("-")[0]
+        grouped = any(isinstance(e, SubjectGrouped) and e.sid == sid for _, e in events)
+        verdict = verdicts.get(sid)
+        entry["victim"] = {"node": sid, "row": node_ids.index(broker.victim), "grouped": grouped,
+                           "excluded": excluded.get(sid),
+                           "verdict": None if verdict is None else
+                           ("accept" if verdict["accept"] else str(verdict["reason"]))}
+    if broker.earlier is not None:
+        entry["across_rounds"] = _across_rounds(broker, node_ids, released, confidential)
+    return entry
+
+
+def _across_rounds(broker: BrokerStrategy, node_ids: Sequence[str],
+                   released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]],
+                   confidential: np.ndarray) -> dict[str, object]:
+    """The difference attack on two public releases over the same records (SPEC §3, the known limit
+    across rounds): the records of the earlier round's release that this one lacks. The broker knows
+    whom it kept out of this round (its victim: her network identity, her QIs in her registration);
+    a difference of exactly one record is hers."""
+    assert broker.earlier is not None
+    now = Counter(record for _, records in released.values() for record in records)
+    difference = Counter(broker.earlier.released) - now
+    attributed: list[str] = []
+    leak: list[str] = []
+    if broker.victim is not None and sum(difference.values()) == 1:
+        row = node_ids.index(broker.victim)
+        sid = broker.victim.split("-")[0]
+        attributed.append(sid)
+        if next(iter(difference)) == tuple(float(v) for v in confidential[row]):
+            leak.append(sid)
+    return {"earlier_released": len(broker.earlier.released), "released": sum(now.values()),
+            "difference": sum(difference.values()), "attributed": attributed, "leak": leak}
+
+
+def plaintext_hits(publications: Sequence[CarriedPublication], truth: Mapping[str, np.ndarray],
+                    rng: SeededRandom) -> tuple[list[str], dict[str, object]]:
+    """Honest subjects whose confidential record, in its wire encoding (SPEC §8.2), occurs in a payload
+    the broker carried other than a release (which shows records only by group, to everyone)."""
+    payloads = []
+    for pub in publications:
+        seen = peek(pub.payload)
+        if seen is None or seen.tag != "release":
+            payloads.append(pub.payload)
+    starts: list[int] = []
+    offset = 0
+    for payload in payloads:
+        starts.append(offset)
+        offset += len(payload)
+    buffer = b"".join(payloads)
+    sids = sorted(truth)
+    sampled = False
+    if sids and len(sids) * max(1, len(buffer)) > MAX_LEAK_WORK:
+        keep = max(1, MAX_LEAK_WORK // max(1, len(buffer)))
+        pool = list(sids)
+        sids = sorted(pool.pop(rng.below(len(pool))) for _ in range(min(keep, len(pool))))
+        sampled = True
+    attributed: list[str] = []
+    for sid in sids:
+        needle = crypto.encode_record([float(v) for v in truth[sid]])
+        at = buffer.find(needle)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at) - 1
+            if at + len(needle) <= starts[i] + len(payloads[i]):  # within one payload, not across two
+                attributed.append(sid)
+                break
+            at = buffer.find(needle, at + 1)
+    return attributed, {"payloads_searched": len(payloads), "bytes_searched": len(buffer),
+                        "subjects_searched": len(sids), "sampled": sampled}

@@ -4,6 +4,7 @@
 
     [adversary]
     collector = "rerun-subtract"             # or a table: { strategy = "isolate-victim", victim = 3 }
+    broker = "replay-round"                  # or a table: { strategy = "drop-victim", victim = 3 }
     [[adversary.subjects]]
     strategy = "copycat"
     fraction = 0.05                          # a seeded choice of rows ...
@@ -15,6 +16,7 @@
 ``--set 'adversary.collector="drop-subject"'`` and ``--set 'adversary.subjects=[{strategy="tamper",
 rows=[0]}]'`` work as for any table. Every name and key is checked here (one-line `InputError`s);
 rows are checked against the data set when the nodes are built (`AdversaryPlan.subject_rows`).
+A broker strategy exists only on the in-memory bus (``coutil simulate``): ``coutil run`` refuses it.
 Strategy classes (the protocol stack) are imported only when a table is actually given.
 """
 
@@ -25,7 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coutil.adversary import COLLECTOR_STRATEGIES, SUBJECT_STRATEGIES, collector_strategy, subject_strategy
+from coutil.adversary import (
+    BROKER_STRATEGIES,
+    COLLECTOR_STRATEGIES,
+    SUBJECT_STRATEGIES,
+    broker_strategy,
+    collector_strategy,
+    subject_strategy,
+)
 from coutil.errors import InputError
 from coutil.protocol.node import SeededRandom
 
@@ -49,10 +58,12 @@ class AdversaryPlan:
     collector: str | None = None
     collector_params: Params = ()
     subjects: tuple[SubjectAssignment, ...] = ()
+    broker: str | None = None
+    broker_params: Params = ()
 
     @property
     def empty(self) -> bool:
-        return self.collector is None and not self.subjects
+        return self.collector is None and not self.subjects and self.broker is None
 
     def subject_rows(self, n: int, seed: int) -> dict[int, SubjectAssignment]:
         """Row -> assignment for a data set of ``n`` rows: given rows first, then each fraction a
@@ -88,6 +99,13 @@ class AdversaryPlan:
         default = collector_strategy(self.collector).PARAMS.get("victim", 0)
         return int(value if isinstance(value, int) else default)
 
+    def broker_victim_row(self) -> int | None:
+        """The data-set row a broker strategy targets (None: it targets nobody in particular)."""
+        if self.broker is None or not broker_strategy(self.broker).NEEDS_VICTIM:
+            return None
+        value = dict(self.broker_params).get("victim", broker_strategy(self.broker).PARAMS.get("victim", 0))
+        return int(value) if isinstance(value, int) else 0
+
     def as_dict(self) -> dict[str, object]:
         return {
             "collector": None if self.collector is None else {"strategy": self.collector,
@@ -95,16 +113,18 @@ class AdversaryPlan:
             "subjects": [{"strategy": e.strategy, **({"rows": list(e.rows)} if e.rows else {}),
                           **({"fraction": e.fraction} if e.fraction else {}), **dict(e.params)}
                          for e in self.subjects],
+            "broker": None if self.broker is None else {"strategy": self.broker, **dict(self.broker_params)},
         }
 
 
 def check_strategy_params(kind: str, name: str, given: Mapping[str, Any], where: str) -> Params:
-    """``given`` parameters of the ``kind`` ("subject" or "collector") strategy ``name``, checked against
-    its defaults' types and choices (`InputError` naming ``where``); sorted (key, value) pairs."""
-    names = SUBJECT_STRATEGIES if kind == "subject" else COLLECTOR_STRATEGIES
+    """``given`` parameters of the ``kind`` ("subject", "collector" or "broker") strategy ``name``, checked
+    against its defaults' types and choices (`InputError` naming ``where``); sorted (key, value) pairs."""
+    names = {"subject": SUBJECT_STRATEGIES, "collector": COLLECTOR_STRATEGIES, "broker": BROKER_STRATEGIES}[kind]
     if not isinstance(name, str) or name not in names:
         raise InputError(f"{where}: unknown {kind} strategy {name!r} (known: {', '.join(names)})")
-    cls = subject_strategy(name) if kind == "subject" else collector_strategy(name)
+    load = {"subject": subject_strategy, "collector": collector_strategy, "broker": broker_strategy}[kind]
+    cls = load(name)
     defaults: dict[str, object] = cls.PARAMS
     unknown = sorted(set(given) - set(defaults))
     if unknown:
@@ -122,6 +142,13 @@ def check_strategy_params(kind: str, name: str, given: Mapping[str, Any], where:
             raise InputError(f"{where}: {name} {key} must be a {type(default).__name__}, got {value!r}")
         if key == "victim" and (not isinstance(value, int) or value < 0):
             raise InputError(f"{where}: {name} victim must be a row number (0 or more), got {value!r}")
+        if key == "earlier_offset" and (not isinstance(value, int) or value < 1):
+            raise InputError(f"{where}: {name} earlier_offset must be 1 or more (the earlier round's seed is "
+                             f"this round's plus it), got {value!r}")
+        if key in ("probability",) and isinstance(value, float) and not 0.0 <= value <= 1.0:
+            raise InputError(f"{where}: {name} {key} must be in [0, 1], got {value!r}")
+        if key in ("delay", "duration") and isinstance(value, float) and value < 0:
+            raise InputError(f"{where}: {name} {key} must be 0 or more seconds, got {value!r}")
         allowed = getattr(cls, "CHOICES", {}).get(key)
         if allowed is not None and value not in allowed:
             raise InputError(f"{where}: {name} {key} must be one of {', '.join(allowed)}, got {value!r}")
@@ -132,20 +159,11 @@ def check_strategy_params(kind: str, name: str, given: Mapping[str, Any], where:
 def parse_adversary(table: Mapping[str, Any], where: str) -> AdversaryPlan:
     """The ``[adversary]`` table, validated (`InputError`, one line, on any problem)."""
     where = f"{where} [adversary]"
-    unknown = sorted(set(table) - {"collector", "subjects"})
+    unknown = sorted(set(table) - {"collector", "subjects", "broker"})
     if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; known: collector, subjects")
-    collector: str | None = None
-    collector_params: Params = ()
-    raw = table.get("collector")
-    if raw is not None:
-        if isinstance(raw, str):
-            collector, given = raw, {}
-        elif isinstance(raw, Mapping) and "strategy" in raw:
-            collector, given = raw["strategy"], {k: v for k, v in raw.items() if k != "strategy"}
-        else:
-            raise InputError(f"{where}: collector must be a strategy name or a table with a strategy key")
-        collector_params = check_strategy_params("collector", collector, given, f"{where} collector")
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; known: collector, subjects, broker")
+    collector, collector_params = _party("collector", table.get("collector"), where)
+    broker, broker_params = _party("broker", table.get("broker"), where)
     entries = table.get("subjects", [])
     if isinstance(entries, Mapping):
         entries = [entries]
@@ -169,4 +187,17 @@ def parse_adversary(table: Mapping[str, Any], where: str) -> AdversaryPlan:
         given = {k: v for k, v in entry.items() if k not in ("strategy", "rows", "fraction")}
         params = check_strategy_params("subject", entry["strategy"], given, at)
         subjects.append(SubjectAssignment(entry["strategy"], tuple(rows), float(fraction), params))
-    return AdversaryPlan(collector, collector_params, tuple(subjects))
+    return AdversaryPlan(collector, collector_params, tuple(subjects), broker, broker_params)
+
+
+def _party(kind: str, raw: object, where: str) -> tuple[str | None, Params]:
+    """``collector = "NAME"`` or ``collector = { strategy = "NAME", ... }`` (and the same for ``broker``)."""
+    if raw is None:
+        return None, ()
+    if isinstance(raw, str):
+        name, given = raw, {}
+    elif isinstance(raw, Mapping) and "strategy" in raw:
+        name, given = raw["strategy"], {k: v for k, v in raw.items() if k != "strategy"}
+    else:
+        raise InputError(f"{where}: {kind} must be a strategy name or a table with a strategy key")
+    return name, check_strategy_params(kind, name, given, f"{where} {kind}")

@@ -92,6 +92,9 @@ def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None,
     live -= summary["subject_states"].get("sampled_out", 0) + summary["excluded"].get("suppressed_class", 0)
     # Deviating subjects ([adversary]) are not owed a place in the release: excluding them is the defence.
     live -= sum(1 for d in _deviants(summary) if d.get("role") == "subject")
+    # Nor is the victim of a deviating broker that cut her off (SPEC §3: liveness, like a vanished subject).
+    live -= sum(1 for d in _deviants(summary) if d.get("role") == "broker" and isinstance(d.get("victim"), dict)
+                and (d["victim"]["excluded"] is not None or not d["victim"]["grouped"]))
     if summary["released_rows"] < live:
         # Every subject of `coutil run` is an honest simulated one: one left out of the release is a
         # failure of the run (a lost connection, a machine too slow for the timing), not a protocol outcome.
@@ -127,8 +130,16 @@ def _adversary_lines(summary: dict[str, Any]) -> list[str]:
         detected = sum(1 for e in entries if e["detected"])
         excluded = sum(1 for e in entries if e["excluded"])
         leak = sum(len(e["leak"]) for e in entries)
-        lines.append(f"adversary {name}: {len(entries)} node(s), {detected} detected, {excluded} excluded, "
-                     f"{leak} honest record(s) attributed")
+        line = (f"adversary {name}: {len(entries)} node(s), {detected} detected, {excluded} excluded, "
+                f"{leak} honest record(s) attributed")
+        across = entries[0].get("across_rounds") if entries[0]["role"] == "broker" else None
+        if isinstance(across, dict) and across.get("leak"):
+            line += f" (+ {len(across['leak'])} across rounds: the difference of two releases)"
+        received = entries[0].get("received") if entries[0]["role"] == "broker" else None
+        if isinstance(received, dict) and received:
+            # What the receivers made of what the broker replayed, copied or substituted.
+            line += "; its deliveries: " + ", ".join(f"{reason} {count}" for reason, count in sorted(received.items()))
+        lines.append(line)
     return lines
 
 

@@ -16,6 +16,10 @@ subject who walks away mid-shuffle). A partitioned node that has ``on_transport`
 (`coutil.protocol.node.TransportAware`) is told when its partition begins and ends, as the MQTT
 driver tells a node that its connection dropped and came back.
 
+A deviating broker (`coutil.adversary.broker`, the bus's ``broker``) is consulted for every
+publication and delivery: it may drop, delay, copy or replace a message and publish bytes of its own;
+for every delivery it made, the bus tells it what the receiver rejected (`BrokerStrategy.observe`).
+
 Routing scales to 10^5 nodes: subscriptions live in a `coutil.net.routing.SubscriptionIndex`
 (exact topics in a dict; only the few wildcard filters, the collector's, matched one by one).
 """
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coutil.adversary.broker import BrokerStrategy
 from coutil.net.routing import SubscriptionIndex, is_wildcard
 from coutil.protocol import topics
 from coutil.protocol.node import Event, Node, Outgoing, transport_hook
@@ -37,7 +42,7 @@ from coutil.protocol.node import Event, Node, Outgoing, transport_hook
 DEFAULT_MAX_EVENTS = 50_000_000
 
 # Heap entry kinds (ints: cheaper to compare than strings when times tie).
-_START, _DELIVER, _TIMER, _TRANSPORT = 0, 1, 2, 3
+_START, _DELIVER, _TIMER, _TRANSPORT, _INJECT = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class MemoryBus:
         record_publications: bool = False,
         record_deliveries: bool = False,
         record_events: bool = True,
+        broker: BrokerStrategy | None = None,
     ) -> None:
         self.network = network if network is not None else NetworkModel()
         self.faults = faults if faults is not None else BusFaults()
@@ -159,6 +165,8 @@ class MemoryBus:
         self.event_sink: Callable[[str, Event], None] | None = None
         self.dropped: dict[str, int] = {"loss": 0, "partition": 0, "vanished": 0}
         self.processed = 0
+        #: A deviating broker (None: the bus routes honestly).
+        self.broker = broker
 
     # ------------------------------------------------------------------ setup
     def add_node(self, node_id: str, node: Node, *, start_at: float = 0.0) -> None:
@@ -223,16 +231,27 @@ class MemoryBus:
         return None
 
     # ------------------------------------------------------------------ routing
-    def _schedule_delivery(self, sender: int, receiver: int, topic: str, payload: bytes) -> None:
+    def _schedule_delivery(self, sender: int, receiver: int, topic: str, payload: bytes, made: bool = False) -> None:
         net = self.network
         if net.loss and self._draw() < net.loss:
             self.dropped["loss"] += 1
             return
         copies = 2 if net.duplicate and self._draw() < net.duplicate else 1
         up = self._link[sender] if sender >= 0 else 0.0
-        for _ in range(copies):
-            delay = up + self._link[receiver] + net.jitter * self._draw()
-            self._push(self.now + delay, _DELIVER, receiver, (sender, topic, payload))
+        plan = None
+        if self.broker is not None and not made:
+            sender_id = self._ids[sender] if sender >= 0 else "broker"
+            plan = self.broker.on_deliver(self.now, sender_id, self._ids[receiver], topic, payload)
+        if plan is None:
+            for _ in range(copies):
+                delay = up + self._link[receiver] + net.jitter * self._draw()
+                self._push(self.now + delay, _DELIVER, receiver, (sender, topic, payload, made))
+            return
+        for copy in plan:
+            for _ in range(copies):
+                delay = up + self._link[receiver] + net.jitter * self._draw() + copy.delay
+                data = (sender, topic, payload if copy.payload is None else copy.payload, copy.made)
+                self._push(self.now + delay, _DELIVER, receiver, data)
 
     def _publish(self, sender: int, out: Outgoing) -> None:
         reason = self._cut(sender, self.now)
@@ -249,6 +268,12 @@ class MemoryBus:
         if self.publications is not None:
             record = Publication(self.now, self._ids[sender], out.topic, out.payload, out.retain)
             self.publications.append(record)
+        if self.broker is not None:
+            route, injections = self.broker.on_publish(self.now, self._ids[sender], out.topic, out.payload, out.retain)
+            for injection in injections:
+                self._push(self.now + injection.delay, _INJECT, sender, (injection.topic, injection.payload))
+            if not route:
+                return
         if out.retain:
             if out.payload:
                 self._retained[out.topic] = (sender, out.payload)
@@ -315,9 +340,16 @@ class MemoryBus:
         if kind == _START:
             self._update_subscriptions(index)
             self._after_call(index, node.start(self.now))
+        elif kind == _INJECT:
+            # The broker publishes bytes of its own: to whoever subscribes now, flagged as made.
+            assert isinstance(data, tuple)
+            topic, payload = data
+            for receiver in sorted(self._routes.match(topic)):
+                self._schedule_delivery(-1, receiver, topic, payload, made=True)
+            return False
         elif kind == _DELIVER:
             assert isinstance(data, tuple)
-            sender, topic, payload = data
+            sender, topic, payload, made = data
             reason = self._cut(index, self.now)
             if reason is not None:
                 self.dropped[reason] += 1
@@ -332,7 +364,17 @@ class MemoryBus:
                 sender_id = self._ids[sender] if sender >= 0 else "broker"
                 receiver_id = self._ids[index]
                 self.deliveries.append(Delivery(self.now, sender_id, receiver_id, topic, len(payload)))
-            self._after_call(index, node.receive(topic, payload, self.now))
+            if made and self.broker is not None:
+                # What the receiver made of the broker's own delivery: the rejections it recorded.
+                rejections = getattr(node, "rejections", None)
+                before = len(rejections) if rejections is not None else 0
+                outgoing = node.receive(topic, payload, self.now)
+                new = list(rejections[before:]) if rejections is not None else []
+                self.broker.observe(self._ids[index], topic, payload,
+                                    [(str(r.reason), bool(r.ignored)) for r in new])
+                self._after_call(index, outgoing)
+            else:
+                self._after_call(index, node.receive(topic, payload, self.now))
         elif kind == _TRANSPORT:
             if self.now >= self._vanish_at[index]:
                 return False

@@ -252,7 +252,7 @@ class CollectorNode:
             decoded = self._decode_cache.decode(payload, self._limits)
             message = decoded.message
             kind = message.TAG
-            if message.round_id != self.round_id:
+            if self._of_another_round(message):
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
             if self.state == CollectorState.CREATED:
                 raise RemoteProtocolError("early", "round not started", ignore=True)
@@ -318,6 +318,10 @@ class CollectorNode:
         self.state = state
         self._phase_started[state] = self._now
         self._event(PhaseChanged(self._now, state))
+
+    def _of_another_round(self, message: Message) -> bool:
+        """SPEC §7.2 step 7: the message names another round (a replay of an earlier one, or garbage)."""
+        return message.round_id != self.round_id
 
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)

@@ -111,7 +111,9 @@ class GroupState:
                 roster_root: bytes = b"") -> None:
         run_number = message.run
         if message.group != self.label:
-            raise RemoteProtocolError("wrong_group", f"{message.TAG} names another group")
+            # IGNORE (SPEC §7.3): a member moved by a merge re-sends her old group's messages, and a
+            # broker can replay them; neither is a fault of hers.
+            raise RemoteProtocolError("wrong_group", f"{message.TAG} names another group", ignore=True)
         if not self.active:
             raise RemoteProtocolError("stale_run", "group already finished", ignore=True)
         if run_number < self.run:

@@ -285,6 +285,10 @@ class SubjectNode:
             decoded = self._caches.decode(payload, self._limits)
             message = decoded.message
             sender, kind = message.sender, message.TAG
+            if self._of_another_round(message):
+                # SPEC §7.2 step 7, before any check of sender, topic or state: a replay of another
+                # round (its announce, roster, member messages, release) is ignored as such.
+                raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -320,8 +324,10 @@ class SubjectNode:
             if self._round_id is not None and topic != self._member_topic(message.sender) \
                     and topic != self._direct_topic(message.sender) and not self._is_relay_topic(topic):
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
-        if self._round_id is not None and message.round_id != self._round_id:
-            raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
+
+    def _of_another_round(self, message: Message) -> bool:
+        """The message names another round than the one she joined (none yet: any round may be hers)."""
+        return self._round_id is not None and message.round_id != self._round_id
 
     def _is_relay_topic(self, topic: str) -> bool:
         """The collector relays a stalled run's member messages (exact signed bytes) on the group's

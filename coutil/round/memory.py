@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+from coutil.adversary import broker_strategy
+from coutil.adversary.broker import BrokerStrategy, EarlierRound, RecordedPublication
 from coutil.adversary.outcome import adversary_section
 from coutil.adversary.plan import AdversaryPlan
+from coutil.errors import InputError
 from coutil.net.memory import DEFAULT_MAX_EVENTS, BusFaults, MemoryBus, NetworkModel, Partition
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
@@ -80,6 +83,8 @@ class SimulationOptions(TypedDict, total=False):
     max_events: int
     #: Deviating nodes (`coutil.adversary`); the report then has an ``adversary`` section.
     adversary: AdversaryPlan | None
+    #: Derive the collector's long-term key from this seed instead (its other round: same key, another round id).
+    identity_seed: int | None
 
 
 def run_memory_round(data: Dataset, config: RoundConfig, *, seed: int,
@@ -106,21 +111,23 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     faults = faults if faults is not None else FaultPlan()
     t0 = time.perf_counter()
     adversary = options.get("adversary")
-    built = build_round_nodes(data, config, seed=seed, adversary=adversary)
+    built = build_round_nodes(data, config, seed=seed, adversary=adversary, identity_seed=options.get("identity_seed"))
     collector = built.collector
     sids = built.node_ids
+    # A deviating broker; one that replays an earlier round gets it recorded, and this round starts after it.
+    broker, start = _build_broker(adversary, data, config, seed, network, collector.round_id, sids)
     partitions = tuple(
         Partition(frozenset(([COLLECTOR_ID] if o.who != "subjects" else []) + (sids if o.who != "collector" else [])),
-                  o.start, o.end)
+                  start + o.start, start + o.end)
         for o in options.get("outages", ())
     )
     bus = MemoryBus(seed=seed, network=network, faults=BusFaults(partitions=partitions),
-                    record_publications=record_publications, record_events=False)
+                    record_publications=record_publications or broker is not None, record_events=False, broker=broker)
     # With outputs, the driver records the signed transcript (transcript.json) from the collector's outputs.
     recorder = TranscriptRecorder(collector) if out_dir is not None else None
-    bus.add_node(COLLECTOR_ID, recorder if recorder is not None else collector)
+    bus.add_node(COLLECTOR_ID, recorder if recorder is not None else collector, start_at=start)
     for node_id, subject in zip(sids, built.subjects, strict=True):
-        bus.add_node(node_id, subject)
+        bus.add_node(node_id, subject, start_at=start)
     vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)
     vanish_ids = {sids[i] for i in vanishing}
     setup = time.perf_counter() - t0
@@ -135,9 +142,9 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     if vanish_ids:
         tracker.on_subject_state(vanish_on_entry)
     bus.event_sink = tracker.on_event
-    cap = max_virtual_time if max_virtual_time is not None else (
+    cap = start + (max_virtual_time if max_virtual_time is not None else (
         config.register_window + config.audit_window + 200 * config.step_timeout
-    )
+    ))
     stop_reason = "time"
     while True:
         stop_reason = bus.run_until(until=cap, predicate=lambda: collector.finished, max_events=PROGRESS_EVERY)
@@ -155,7 +162,7 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         outcome=collector.outcome(),
         subjects=data.n,
         stop_reason="finished" if stop_reason == "predicate" else stop_reason,
-        virtual_time=bus.now,
+        virtual_time=bus.now - start,
         wall_times=wall,
         traffic=traffic_stats(traffic, [(t.bulletin_received_messages, t.bulletin_received_bytes) for t in traffic]),
         rejections=dict(count_rejections([collector, *built.subjects])),
@@ -172,7 +179,7 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         report.adversary = adversary_section(
             adversary, collector=collector, node_ids=sids, deviants=built.deviants, events=tracker.events,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
-            subjects=built.subjects)
+            subjects=built.subjects, broker=broker, publications=bus.publications)
     if out_dir is not None:
         t_out = time.perf_counter()
         transcript = recorder.transcript(include_registrations=options.get("transcript_registrations", False)) \
@@ -180,3 +187,37 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         write_outputs(report, tracker.events, Path(out_dir), transcript)
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)
+
+
+def _build_broker(adversary: AdversaryPlan | None, data: Dataset, config: RoundConfig, seed: int,
+                  network: NetworkModel, round_id: bytes, sids: Sequence[str]) -> tuple[BrokerStrategy | None, float]:
+    """The plan's broker strategy, and when this round starts: after the earlier round the strategy
+    replays, if any (its deadlines are then in the past, as a real earlier round's are)."""
+    if adversary is None or adversary.broker is None:
+        return None, 0.0
+    cls = broker_strategy(adversary.broker)
+    params = dict(adversary.broker_params)
+    victim: str | None = None
+    row = adversary.broker_victim_row()
+    if row is not None:
+        if row >= data.n:
+            raise InputError(f"[adversary] broker {adversary.broker}: victim row {row} is not in the data set "
+                             f"({data.n} subjects, rows 0..{data.n - 1})")
+        victim = sids[row]
+    earlier: EarlierRound | None = None
+    start = 0.0
+    if cls.needs_earlier_round(params):
+        offset = params.get("earlier_offset", cls.PARAMS.get("earlier_offset", 1))
+        assert isinstance(offset, int)
+        # The collector's previous round: the same data and long-term key, another round id and subjects' keys.
+        old = simulate_round(data, config, seed=seed + offset, identity_seed=seed, network=network,
+                             record_publications=True)
+        assert old.bus.publications is not None
+        released = old.collector.outcome().rows[:, len(config.qi):]
+        earlier = EarlierRound(old.collector.round_id, tuple(old.report.sids), tuple(
+            RecordedPublication(p.at, p.sender, p.topic, p.payload, p.retain) for p in old.bus.publications),
+            tuple(tuple(float(v) for v in row) for row in released))
+        start = old.bus.now + 1.0
+    strategy: BrokerStrategy = cls(params, seed=seed, round_id=round_id, node_ids=sids, victim=victim,
+                                   earlier=earlier)
+    return strategy, start

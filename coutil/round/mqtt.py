@@ -20,6 +20,7 @@ from typing import TypedDict, Unpack
 
 from coutil.adversary.outcome import adversary_section
 from coutil.adversary.plan import AdversaryPlan
+from coutil.errors import InputError
 from coutil.net.broker_drops import BrokerDropCounter
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
@@ -76,6 +77,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     shared_connection = kwargs.get("shared_connection", True)
     workers = kwargs.get("workers", 0)
     adversary = kwargs.get("adversary")
+    if adversary is not None and adversary.broker is not None:
+        raise InputError(f"[adversary] broker = {adversary.broker!r} needs the in-memory bus (coutil simulate): "
+                         "a round over MQTT runs on a real broker")
     t0 = time.perf_counter()
     # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
     if workers > 0:

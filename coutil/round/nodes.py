@@ -37,19 +37,20 @@ class RoundNodes:
 
 
 def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False,
-                      adversary: AdversaryPlan | None = None) -> RoundNodes:
+                      adversary: AdversaryPlan | None = None, identity_seed: int | None = None) -> RoundNodes:
     """The nodes of one round over ``data``.
 
     Every key derives from ``seed``. ``fresh_round`` draws the collector's key and the round id from
     the operating system instead: a real broker keeps the retained announce and bulletins of an
     earlier round, which a seeded collector would have signed with the very same key. ``adversary``
     gives the collector and chosen rows their strategy (`coutil.adversary`): a strategy is just
-    another node class, so every driver runs it.
+    another node class, so every driver runs it. ``identity_seed`` derives the collector's long-term
+    key from another seed than the rest (a collector's other round: same key, another round id).
     """
     # One decode cache for every node of the process: each message is verified once, not once per receiver.
     caches = SharedCaches()
     collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches, adversary=adversary,
-                                data=data)
+                                data=data, identity_seed=identity_seed)
     subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),
                                              caches=caches, adversary=adversary)
     deviants = {} if adversary is None else {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
@@ -58,7 +59,7 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_ro
 
 def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False,
                     caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None,
-                    data: Dataset | None = None) -> CollectorNode:
+                    data: Dataset | None = None, identity_seed: int | None = None) -> CollectorNode:
     """The round's collector (see `build_round_nodes` for ``seed`` and ``fresh_round``); of the
     plan's collector strategy if it has one (one that targets a victim needs ``data`` to find her key)."""
     root = SeededRandom(seed)
@@ -67,7 +68,8 @@ def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False
         identity = crypto.SigningKey.generate(SystemRandom())
         round_id = SystemRandom().bytes(16)
     else:
-        identity = crypto.SigningKey.generate(collector_rng.fork("identity"))
+        identity_rng = collector_rng if identity_seed is None else SeededRandom(identity_seed).fork("collector")
+        identity = crypto.SigningKey.generate(identity_rng.fork("identity"))
         round_id = root.fork("round").bytes(16)
     cls: type[CollectorNode] = CollectorNode
     if adversary is not None and adversary.collector is not None:

@@ -11,9 +11,11 @@
     # subjects = 200       #   ... or N synthetic records (coutil.round.simulation.synthetic_dataset)
     [network]              # coutil.net.memory.NetworkModel: latency, jitter, loss, duplicate
     [faults]               # coutil.round.simulation.FaultPlan: vanish_fraction, vanish_state, vanish_window
-    [adversary]            # coutil.adversary.plan: collector = "NAME", [[adversary.subjects]] strategy, rows/fraction
+    [adversary]            # coutil.adversary.plan: collector = "NAME", [[adversary.subjects]] strategy, rows/fraction,
+                           #   broker = "NAME" (the in-memory bus only)
 
-``[network]`` and ``[faults]`` describe a simulated network: only the in-memory driver honours them.
+``[network]`` and ``[faults]`` describe a simulated network: only the in-memory driver honours them;
+so does ``[adversary] broker`` (a deviating broker is a strategy of the in-memory bus).
 A runner that cannot honour a table it is given refuses the file (`RoundSpec.require`), never
 ignores it. ``--set key=value`` overrides one key (``k=3`` means ``round.k=3``; ``data.rows=100``,
 ``network.loss=0.1``); values are TOML values (``qi=["a","b"]``) or, failing that, strings
@@ -115,6 +117,10 @@ class RoundSpec:
                              "table (coutil simulate and coutil run honour it)")
         if simulated_network:
             return
+        if self.adversary is not None and self.adversary.broker is not None:
+            where = str(self.path) if self.path is not None else "--set"
+            raise InputError(f"{where}: [adversary] broker = {self.adversary.broker!r} needs the in-memory bus, which "
+                             f"{runner} does not use (it runs on a real broker): use coutil simulate")
         given = [t for t in SIMULATED_TABLES if t in self.tables]
         if given:
             where = str(self.path) if self.path is not None else "--set"

@@ -1,0 +1,400 @@
+"""Deviating brokers: the broker operator of SPEC §3 as named strategies of the in-memory bus.
+
+A broker carries every message and signs none. The bus (`coutil.net.memory.MemoryBus`, its ``broker``)
+consults a `BrokerStrategy` for every publication (`BrokerStrategy.on_publish`: route it or not, and
+messages of the broker's own to publish later) and every delivery (`BrokerStrategy.on_deliver`: as
+published, dropped, late, twice, or other bytes). Whatever the broker *made* (a replay, an extra copy,
+a substitute, a late copy) is flagged, and the bus reports what its receiver did with it
+(`BrokerStrategy.observe`: the reasons of the rejections it recorded, none if it took the message), so
+the report says whether the defence of SPEC §7.2 is what stopped it.
+
+- ``replay-runs``: every message of run r of a group (shuffle_start, run_keys, submit, batch, vote,
+  blame, reveal_open, reveal, group_done) is published again, on its own topic, whenever a later run of
+  that group enters a phase (replays across runs within a round);
+- ``replay-round``: every publication of an *earlier round* (the same data and collector key, another
+  round id and other subject keys: the collector's previous round) is published again in this round
+  when this round first reaches the same phase, its topic rewritten to this round and to the subject of
+  the same row (replays across rounds: announce, registrations, roster, assigns, ..., verdicts, release);
+- ``drop-victim``: drops every message from or to the victim from a phase on, for ``duration`` seconds
+  or for good (a broker that drops); with ``against_earlier`` it also subtracts this release from an
+  earlier round's over the same records (SPEC §3's known limit across rounds, reported as ``across_rounds``);
+- ``duplicate`` / ``reorder``: delivers a seeded share of the messages twice / late;
+- ``split-retained``: shows the victim another retained bulletin (roster, release or announce) than
+  everyone else: the earlier round's, or the real one with a forged signature.
+
+A strategy never holds a key of the round: it cannot sign, so all it can do is route, drop, delay, copy
+and replay bytes it saw. The driver (`coutil.round.memory`) records the earlier round a strategy needs
+(``NEEDS_EARLIER_ROUND``) and names the victim's node (``NEEDS_VICTIM``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import msgpack
+
+from coutil.protocol import topics
+from coutil.protocol.node import SeededRandom
+
+__all__ = [
+    "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
+    "RecordedPublication", "Reorder", "ReplayRound", "ReplayRuns", "SplitRetained", "peek",
+]
+
+#: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
+RUN_TAGS = frozenset({"shuffle_start", "run_keys", "submit", "batch", "vote", "blame", "reveal_open", "reveal",
+                      "group_done"})
+#: The phases a drop can start at: ``start`` or the first publication of one of these tags.
+PHASE_TAGS = ("start", "roster", "assign", "shuffle_start", "run_keys", "submit", "batch", "vote", "reveal_open",
+              "reveal", "group_done", "release")
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One delivery of a message the broker makes to one receiver."""
+
+    #: On top of the network's delay (seconds).
+    delay: float = 0.0
+    #: Other bytes than the published ones (None: the published bytes).
+    payload: bytes | None = None
+    #: The broker made or altered this delivery: its receiver's verdict on it is reported (`observe`).
+    made: bool = False
+
+
+@dataclass(frozen=True)
+class Injection:
+    """A message the broker publishes itself, ``delay`` seconds from now, to the subscribers of ``topic``."""
+
+    delay: float
+    topic: str
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class RecordedPublication:
+    """A publication of an earlier round, as its broker carried it (``at``: seconds since that round began)."""
+
+    at: float
+    sender: str
+    topic: str
+    payload: bytes
+    retain: bool
+
+
+@dataclass(frozen=True)
+class EarlierRound:
+    """What a broker kept of an earlier round: its round id, node ids (dataset order), publications and
+    its public release's confidential records (row by row)."""
+
+    round_id: bytes
+    node_ids: tuple[str, ...]
+    publications: tuple[RecordedPublication, ...]
+    released: tuple[tuple[float, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Peek:
+    """What a broker reads of a message without any key: the payload is signed, not encrypted."""
+
+    tag: str
+    round_id: bytes
+    group: int | None = None
+    run: int | None = None
+
+
+def peek(payload: bytes) -> Peek | None:
+    """The tag, round id and (for `RUN_TAGS`) group and run of an envelope; None if it does not parse."""
+    try:
+        envelope = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        inner = msgpack.unpackb(envelope[1], raw=False, strict_map_key=False)
+        tag, round_id = str(inner[0]), bytes(inner[1])
+        if tag in RUN_TAGS:
+            return Peek(tag, round_id, int(inner[3]), int(inner[4]))
+        return Peek(tag, round_id)
+    except (ValueError, TypeError, IndexError, KeyError, msgpack.ExtraData, msgpack.FormatError,
+            msgpack.StackError):
+        return None
+
+
+def _uniform(rng: SeededRandom) -> float:
+    return rng.below(2**53) / 2**53
+
+
+class BrokerStrategy:
+    """Base of the broker strategies: honest routing, the counts of what it did, what receivers made of it."""
+
+    NAME: ClassVar[str] = ""
+    PARAMS: ClassVar[dict[str, object]] = {}
+    #: Parameter name -> the values it may take (when not any value of its type).
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: Whether it targets one subject (the ``victim`` parameter: a row of the data set).
+    NEEDS_VICTIM: ClassVar[bool] = False
+    #: Whether it replays an earlier round (the driver records one first).
+    NEEDS_EARLIER_ROUND: ClassVar[bool] = False
+
+    def __init__(self, params: Mapping[str, object], *, seed: int, round_id: bytes, node_ids: Sequence[str],
+                 victim: str | None = None, earlier: EarlierRound | None = None) -> None:
+        self.params: dict[str, object] = {**self.PARAMS, **params}
+        self.round_id = round_id
+        self.node_ids = tuple(node_ids)
+        self.victim = victim
+        self.earlier = earlier
+        self.rng = SeededRandom(seed).fork("broker").fork(self.NAME)
+        #: What it did: ``dropped``, ``injected``, ``duplicated``, ``delayed``, ``substituted``.
+        self.actions: Counter[str] = Counter()
+        #: Its deliveries by type (what it replayed, copied, substituted).
+        self.made_by_kind: Counter[str] = Counter()
+        #: What receivers did with what it made: rejection reason -> count (``accepted``: no rejection).
+        self.received: Counter[str] = Counter()
+        #: Non-ignored rejections (REJECT, not IGNORE) of what it made, by receiver.
+        self.rejected_by: Counter[str] = Counter()
+        #: Accepted deliveries of what it made, by type.
+        self.accepted_by_kind: Counter[str] = Counter()
+        self.deviated = False
+        self.setup()
+
+    @classmethod
+    def needs_earlier_round(cls, params: Mapping[str, object]) -> bool:
+        """Whether the driver must record an earlier round for it (with these parameters)."""
+        return cls.NEEDS_EARLIER_ROUND
+
+    def setup(self) -> None:
+        """Prepare (after the parameters, the victim and the earlier round are set)."""
+
+    def param_float(self, name: str) -> float:
+        value = self.params[name]
+        assert isinstance(value, int | float)
+        return float(value)
+
+    def param_str(self, name: str) -> str:
+        value = self.params[name]
+        assert isinstance(value, str)
+        return value
+
+    # -------------------------------------------------------------- the bus's hooks
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        """Whether to route this publication, and the broker's own publications it triggers."""
+        return True, []
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        """The deliveries of one message to one receiver (None: one, as published; empty: dropped)."""
+        return None
+
+    def observe(self, receiver: str, topic: str, payload: bytes, rejections: Sequence[tuple[str, bool]]) -> None:
+        """A receiver handled a delivery the broker made: the (reason, ignored) of what it rejected."""
+        seen = peek(payload)
+        kind = seen.tag if seen is not None else ("withdrawn" if not payload else "?")
+        if not rejections:
+            self.received["accepted"] += 1
+            self.accepted_by_kind[kind] += 1
+        for reason, ignored in rejections:
+            self.received[reason] += 1
+            if not ignored:
+                self.rejected_by[receiver] += 1
+
+    def _made(self, payload: bytes) -> None:
+        seen = peek(payload)
+        self.made_by_kind[seen.tag if seen is not None else ("withdrawn" if not payload else "?")] += 1
+        self.deviated = True
+
+
+class ReplayRuns(BrokerStrategy):
+    """Replays every message of a group's earlier runs whenever a later run of it enters a phase."""
+
+    NAME = "replay-runs"
+    PARAMS: ClassVar[dict[str, object]] = {"delay": 0.5}
+
+    def setup(self) -> None:
+        #: group -> run -> (topic, payload) in the order carried.
+        self._runs: dict[int, dict[int, list[tuple[str, bytes]]]] = {}
+        self._seen: set[tuple[int, int, str]] = set()
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        seen = peek(payload)
+        if seen is None or seen.group is None or seen.run is None or seen.round_id != self.round_id:
+            return True, []
+        runs = self._runs.setdefault(seen.group, {})
+        kept = runs.setdefault(seen.run, [])
+        if (topic, payload) not in kept:
+            kept.append((topic, payload))
+        key = (seen.group, seen.run, seen.tag)
+        if key in self._seen:
+            return True, []
+        self._seen.add(key)
+        # A later run enters a phase: everything of the group's earlier runs, again.
+        delay = self.param_float("delay")
+        out = [Injection(delay, t, p) for run, messages in sorted(runs.items()) if run < seen.run for t, p in messages]
+        for injection in out:
+            self._made(injection.payload)
+        self.actions["injected"] += len(out)
+        return True, out
+
+
+class ReplayRound(BrokerStrategy):
+    """Replays an earlier round's publications into this one, phase by phase, on this round's topics."""
+
+    NAME = "replay-round"
+    NEEDS_EARLIER_ROUND = True
+    #: ``earlier_offset``: the earlier round ran with seed + this (its round id and subject keys), with
+    #: the same collector key.
+    PARAMS: ClassVar[dict[str, object]] = {"earlier_offset": 1}
+
+    def setup(self) -> None:
+        assert self.earlier is not None
+        old_hex, new_hex = topics.round_hex(self.earlier.round_id), topics.round_hex(self.round_id)
+        # The same row's subject: the strongest pairing (her own messages of the earlier round).
+        sid_map = {o.split("-")[0]: n.split("-")[0]
+                   for o, n in zip(self.earlier.node_ids, self.node_ids, strict=False)}
+        #: tag -> [(seconds after the tag's first publication, rewritten topic, payload)].
+        self._by_tag: dict[str, list[tuple[float, str, bytes]]] = {}
+        first: dict[str, float] = {}
+        for pub in self.earlier.publications:
+            seen = peek(pub.payload)
+            tag = seen.tag if seen is not None else ("withdrawn" if not pub.payload else "?")
+            first.setdefault(tag, pub.at)
+            parts = [new_hex if part == old_hex else sid_map.get(part, part) for part in pub.topic.split("/")]
+            self._by_tag.setdefault(tag, []).append((pub.at - first[tag], "/".join(parts), pub.payload))
+        #: The earlier round's tags in the order they first occurred.
+        self._order = sorted(first, key=lambda t: first[t])
+        self._done: set[str] = set()
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        seen = peek(payload)
+        tag = seen.tag if seen is not None else ("withdrawn" if not payload else "?")
+        if tag in self._done or tag not in self._by_tag:
+            return True, []
+        # This round reached the phase: that phase of the earlier round, and any earlier phase it
+        # has not shown (a blame the earlier round had and this one has not yet).
+        upto = self._order.index(tag)
+        out: list[Injection] = []
+        for old in self._order[:upto + 1]:
+            if old in self._done:
+                continue
+            self._done.add(old)
+            out.extend(Injection(delay, t, p) for delay, t, p in self._by_tag[old])
+        for injection in out:
+            self._made(injection.payload)
+        self.actions["injected"] += len(out)
+        return True, out
+
+
+class DropVictim(BrokerStrategy):
+    """Drops every message from or to the victim from a phase on (``after``), for ``duration`` seconds
+    (0: for good). ``against_earlier``: the collector ran an earlier round over the same records (with
+    ``earlier_offset``, as for ``replay-round``) and the broker subtracts this release from that one
+    (SPEC §3: the difference of two releases, the known limit across rounds)."""
+
+    NAME = "drop-victim"
+    NEEDS_VICTIM = True
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "after": "shuffle_start", "duration": 0.0,
+                                           "against_earlier": False, "earlier_offset": 1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"after": PHASE_TAGS}
+
+    @classmethod
+    def needs_earlier_round(cls, params: Mapping[str, object]) -> bool:
+        return bool(params.get("against_earlier", False))
+
+    def setup(self) -> None:
+        self._from: float | None = 0.0 if self.param_str("after") == "start" else None
+
+    def _dropping(self, now: float) -> bool:
+        duration = self.param_float("duration")
+        return self._from is not None and now >= self._from and (duration <= 0 or now < self._from + duration)
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        if self._from is None:
+            seen = peek(payload)
+            if seen is not None and seen.tag == self.param_str("after") and seen.round_id == self.round_id:
+                self._from = now
+        if sender == self.victim and self._dropping(now):
+            self.actions["dropped_from_victim"] += 1
+            self.deviated = True
+            return False, []
+        return True, []
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if receiver == self.victim and self._dropping(now):
+            self.actions["dropped_to_victim"] += 1
+            self.deviated = True
+            return []
+        return None
+
+
+class Duplicate(BrokerStrategy):
+    """Delivers a seeded share (``probability``) of the messages twice, the copy up to ``delay`` s late."""
+
+    NAME = "duplicate"
+    PARAMS: ClassVar[dict[str, object]] = {"probability": 0.3, "delay": 1.0}
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if _uniform(self.rng) >= self.param_float("probability"):
+            return None
+        self.actions["duplicated"] += 1
+        self._made(payload)
+        return [Copy(), Copy(delay=_uniform(self.rng) * self.param_float("delay"), made=True)]
+
+
+class Reorder(BrokerStrategy):
+    """Holds a seeded share (``probability``) of the messages back up to ``delay`` s: later messages
+    overtake them."""
+
+    NAME = "reorder"
+    PARAMS: ClassVar[dict[str, object]] = {"probability": 0.3, "delay": 2.0}
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if _uniform(self.rng) >= self.param_float("probability"):
+            return None
+        self.actions["delayed"] += 1
+        self._made(payload)
+        return [Copy(delay=_uniform(self.rng) * self.param_float("delay"), made=True)]
+
+
+class SplitRetained(BrokerStrategy):
+    """Shows the victim another retained bulletin than everyone else, on every delivery of its topic:
+    the earlier round's (``source = "earlier"``) or the real one with a broken signature (``"forged"``:
+    a broker cannot sign)."""
+
+    NAME = "split-retained"
+    NEEDS_VICTIM = True
+    NEEDS_EARLIER_ROUND = True
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "bulletin": "roster", "source": "earlier",
+                                           "earlier_offset": 1}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"bulletin": ("roster", "release", "announce"),
+                                                     "source": ("earlier", "forged")}
+
+    @classmethod
+    def needs_earlier_round(cls, params: Mapping[str, object]) -> bool:
+        return params.get("source", "earlier") == "earlier"
+
+    def setup(self) -> None:
+        bulletin = self.param_str("bulletin")
+        self._topic = {"roster": topics.roster(self.round_id), "release": topics.release(self.round_id),
+                       "announce": topics.ANNOUNCE}[bulletin]
+        self._old: bytes | None = None
+        if self.earlier is not None:
+            old_topic = {"roster": topics.roster(self.earlier.round_id),
+                         "release": topics.release(self.earlier.round_id), "announce": topics.ANNOUNCE}[bulletin]
+            # The bulletin the earlier round's broker held last (the announce before its withdrawal).
+            for pub in self.earlier.publications:
+                if pub.topic == old_topic and pub.retain and pub.payload:
+                    self._old = pub.payload
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if receiver != self.victim or topic != self._topic or not payload:
+            return None
+        if self.param_str("source") == "forged":
+            other = payload[:-1] + bytes([payload[-1] ^ 1])  # the signature's last byte
+        elif self._old is not None:
+            other = self._old
+        else:
+            return None
+        self.actions["substituted"] += 1
+        self._made(other)
+        return [Copy(payload=other, made=True)]
