@@ -85,8 +85,13 @@ def _utility_vs_risk(plt: Any, summary: list[dict[str, str]], out: Path, label: 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
     groups = _grouped(summary, ("method", "k", "n", "dataset", "attributes", "faults", "mix", "deviation",
                                 "collector"))
-    methods = sorted({key[0] for key in groups})
-    colours = dict(zip(methods, plt.cm.tab10.colors, strict=False))
+
+    def series(key: tuple[str, ...]) -> str:
+        # A deviating collector is a series of its own: its leak shows on the collector's risk axis.
+        return key[0] if key[8] in ("", "honest") else f"{key[0]}, collector {key[8]}"
+
+    names = sorted({series(key) for key in groups})
+    colours = dict(zip(names, plt.cm.tab10.colors + plt.cm.Set2.colors, strict=False))
     markers = {"3": "o", "5": "s", "10": "^"}
     for ax, risk, title in ((axes[0], "r_collector", "against the collector"),
                             (axes[1], "r_intruder", "against the maximum-knowledge intruder")):
@@ -96,9 +101,10 @@ def _utility_vs_risk(plt: Any, summary: list[dict[str, str]], out: Path, label: 
                 continue
             u, du = _ci(rows, "utility")
             r, dr = _ci(rows, risk)
-            ax.errorbar(r, u, xerr=dr, yerr=du, fmt=markers.get(key[1], "o"), color=colours[key[0]],
-                        label=key[0] if key[0] not in seen else None, capsize=3, markersize=7, alpha=0.85)
-            seen.add(key[0])
+            name = series(key)
+            ax.errorbar(r, u, xerr=dr, yerr=du, fmt=markers.get(key[1], "o"), color=colours[name],
+                        label=name if name not in seen else None, capsize=3, markersize=7, alpha=0.85)
+            seen.add(name)
         ax.set_xlabel(f"mean disclosure risk {title} (probability)")
         ax.set_title(f"Risk {title}")
         ax.set_xlim(-0.05, 1.05)
