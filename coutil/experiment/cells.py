@@ -8,7 +8,7 @@ data's standard deviations (as if published by the collector from an earlier sur
   ``mix`` for everyone, the cell's ``deviation`` for the ``focal`` subjects (chosen with the seed, the
   same ones in every cell of that seed, so that a deviation is compared with honest play in pairs),
   and the collector playing the cell's ``collector`` strategy (a deviating collector's ``victim``, a
-  data-set row, defaults to the first focal subject). Strategies of the deviation library run as
+  data-set row, defaults to the first focal subject in the round). Strategies of the deviation library run as
   their nodes (`coutil.adversary`): whether each deviator was detected and excluded, and the honest
   records a deviating collector attributes (its leak: those subjects' r_C is 1), come from the
   round's ``adversary`` section. Subjects who play ``plain`` or ``local`` hand their (masked) record
@@ -104,12 +104,6 @@ def load_records(study: Study, cell: dict[str, Any]) -> tuple[Dataset, tuple[str
     return data, qi, conf
 
 
-def _strategies(study: Study, cell: dict[str, Any], n: int) -> tuple[list[SubjectStrategy], list[str], list[bool]]:
-    """Each subject's strategy, type and whether she is focal (all functions of the seed)."""
-    strategies, types, focal = _subject_strategies(study, cell, n)
-    return strategies, types, focal
-
-
 def _adversary_plan(strategies: list[SubjectStrategy], in_round: list[int], collector: CollectorStrategy,
                     victim: int) -> AdversaryPlan | None:
     """The round's deviating nodes: the library strategies of the subjects in the round (by their row
@@ -130,8 +124,7 @@ def _adversary_plan(strategies: list[SubjectStrategy], in_round: list[int], coll
     return None if plan.empty else plan
 
 
-def _subject_strategies(study: Study, cell: dict[str, Any],
-                        n: int) -> tuple[list[SubjectStrategy], list[str], list[bool]]:
+def _strategies(study: Study, cell: dict[str, Any], n: int) -> tuple[list[SubjectStrategy], list[str], list[bool]]:
     """Each subject's strategy, type and whether she is focal (all functions of the seed)."""
     rng = np.random.default_rng([int(cell["seed"]), 0x57A7])
     mix = study.mix[cell.get("mix", "honest")]
@@ -219,7 +212,9 @@ def _collaborative(study: Study, cell: dict[str, Any], data: Dataset, qi: tuple[
     extra: dict[str, Any] = {}
     if len(in_round) >= k:
         given_victim = dict(collector.node_params).get("victim")
-        victim = int(given_victim) if isinstance(given_victim, int) else (focal.index(True) if any(focal) else 0)
+        # Default: the first focal subject who takes part in the round (else the round's first subject).
+        victim = int(given_victim) if isinstance(given_victim, int) else \
+            next((i for i in in_round if focal[i]), in_round[0])
         plan = _adversary_plan(strategies, in_round, collector, victim)
         run = run_collaborative(Dataset(data.names, submitted, data.source), config, seed=seed, vanish=vanish,
                                 faults=faults, adversary=plan)

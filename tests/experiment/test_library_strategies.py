@@ -161,3 +161,15 @@ def test_study_file_errors_name_the_key(tmp_path: Path) -> None:
         load_study(_study(tmp_path, COLLECTOR.replace("isolate = true", "isolate = true\nvictim = 30")))
     with pytest.raises(InputError, match=r"\[collectors.fabricate-isolate\]: strategy must name another"):
         load_study(_study(tmp_path, COLLECTOR.replace('strategy = "fabricate-members"', "strategy = 5")))
+
+
+def test_a_collector_targets_the_first_focal_subject_who_takes_part(tmp_path: Path) -> None:
+    """Focal subjects who decline are not in the round: the collector's victim is then the round's first subject."""
+    text = COLLECTOR.replace('collector = ["honest", "rerun-subtract", "fabricate-isolate"]',
+                             'collector = ["fabricate-isolate"]\ndeviation = ["decline"]').replace("seeds = [1, 2, 3]",
+                                                                                                  "seeds = [1]")
+    study = load_study(_study(tmp_path, text))
+    run_study(study, tmp_path / "out")
+    (result,) = load_results(study, tmp_path / "out")
+    victim = next(r for r in result["rows"] if not r["focal"])
+    assert result["summary"][0]["collector_leak"] == 1 and victim["r_collector"] == 1.0
