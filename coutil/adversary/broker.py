@@ -37,11 +37,11 @@ from typing import ClassVar
 import msgpack
 
 from coutil.protocol import topics
-from coutil.protocol.node import SeededRandom
+from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
-    "RecordedPublication", "Reorder", "ReplayRound", "ReplayRuns", "SplitRetained", "peek",
+    "Reorder", "ReplayRound", "ReplayRuns", "SplitRetained", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -74,24 +74,14 @@ class Injection:
 
 
 @dataclass(frozen=True)
-class RecordedPublication:
-    """A publication of an earlier round, as its broker carried it (``at``: seconds since that round began)."""
-
-    at: float
-    sender: str
-    topic: str
-    payload: bytes
-    retain: bool
-
-
-@dataclass(frozen=True)
 class EarlierRound:
     """What a broker kept of an earlier round: its round id, node ids (dataset order), publications and
     its public release's confidential records (row by row)."""
 
     round_id: bytes
     node_ids: tuple[str, ...]
-    publications: tuple[RecordedPublication, ...]
+    #: As its broker carried them (``at``: seconds since that round began).
+    publications: tuple[Publication, ...]
     released: tuple[tuple[float, ...], ...] = ()
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
 
@@ -47,7 +46,7 @@ from coutil.protocol.events import (
     UnpeelableItem,
     VerdictRecorded,
 )
-from coutil.protocol.node import SeededRandom
+from coutil.protocol.node import Publication, SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.sdc.mdav import mdav
 
@@ -69,17 +68,6 @@ MAX_NAMED = 20
 MAX_LEAK_WORK = 2 * 10**10
 
 
-class CarriedPublication(Protocol):
-    """A publication the broker carried (`coutil.net.memory.Publication`)."""
-
-    @property
-    def sender(self) -> str: ...
-    @property
-    def topic(self) -> str: ...
-    @property
-    def payload(self) -> bytes: ...
-
-
 def _capped(names: list[str]) -> list[str]:
     return names[:MAX_NAMED]
 
@@ -99,7 +87,7 @@ def adversary_section(
     confidential: np.ndarray,
     subjects: Sequence[SubjectNode] | None = None,
     broker: BrokerStrategy | None = None,
-    publications: Sequence[CarriedPublication] | None = None,
+    publications: Sequence[Publication] | None = None,
 ) -> dict[str, object]:
     """The report's ``adversary`` section (see the module docstring). ``qi`` and ``confidential`` are
     the ground truth, by row; ``subjects`` (by row) when the driver holds the subject nodes; ``broker``
@@ -362,7 +350,7 @@ def _broker_entry(plan: AdversaryPlan, broker: BrokerStrategy, node_ids: Sequenc
                   events: Sequence[tuple[str, Event]], excluded: dict[str, str],
                   verdicts: dict[str, dict[str, object]],
                   released: dict[int, tuple[np.ndarray, list[tuple[float, ...]]]], confidential: np.ndarray,
-                  publications: Sequence[CarriedPublication]) -> dict[str, object]:
+                  publications: Sequence[Publication]) -> dict[str, object]:
     honest_rows = [r for r in range(len(node_ids)) if r not in deviants]
     detectors = sorted((receiver.split("-")[0] for receiver in broker.rejected_by),
                        key=lambda s: (s != "collector", s))
@@ -421,7 +409,7 @@ def _across_rounds(broker: BrokerStrategy, node_ids: Sequence[str],
             "difference": sum(difference.values()), "attributed": attributed, "leak": leak}
 
 
-def plaintext_hits(publications: Sequence[CarriedPublication], truth: Mapping[str, np.ndarray],
+def plaintext_hits(publications: Sequence[Publication], truth: Mapping[str, np.ndarray],
                     rng: SeededRandom) -> tuple[list[str], dict[str, object]]:
     """Honest subjects whose confidential record, in its wire encoding (SPEC §8.2), occurs in a payload
     the broker carried other than a release (which shows records only by group, to everyone)."""

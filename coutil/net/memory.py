@@ -36,7 +36,7 @@ import numpy as np
 from coutil.adversary.broker import BrokerStrategy
 from coutil.net.routing import SubscriptionIndex, is_wildcard
 from coutil.protocol import topics
-from coutil.protocol.node import Event, Node, Outgoing, transport_hook
+from coutil.protocol.node import Event, Node, Outgoing, Publication, transport_hook
 
 #: Default safety cap on processed events in one `run_until` call.
 DEFAULT_MAX_EVENTS = 50_000_000
@@ -101,17 +101,6 @@ class Traffic:
     bulletin_sent_bytes: int = 0
     bulletin_received_messages: int = 0
     bulletin_received_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class Publication:
-    """One message as the broker saw it: who published which bytes on which topic, and when."""
-
-    at: float
-    sender: str
-    topic: str
-    payload: bytes
-    retain: bool
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,18 @@ class Outgoing:
 
 
 @dataclass(frozen=True)
+class Publication:
+    """One message as a broker carried it: who published which bytes on which topic, and when (the
+    in-memory bus records them; a deviating broker keeps an earlier round's to replay)."""
+
+    at: float
+    sender: str
+    topic: str
+    payload: bytes
+    retain: bool
+
+
+@dataclass(frozen=True)
 class Rejection:
     """A received payload that was rejected (malformed/malicious) or ignored (stale/duplicate/early)."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypedDict, Unpack
 
 from coutil.adversary import broker_strategy
-from coutil.adversary.broker import BrokerStrategy, EarlierRound, RecordedPublication
+from coutil.adversary.broker import BrokerStrategy, EarlierRound
 from coutil.adversary.outcome import adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import InputError
@@ -214,9 +214,8 @@ def _build_broker(adversary: AdversaryPlan | None, data: Dataset, config: RoundC
                              record_publications=True)
         assert old.bus.publications is not None
         released = old.collector.outcome().rows[:, len(config.qi):]
-        earlier = EarlierRound(old.collector.round_id, tuple(old.report.sids), tuple(
-            RecordedPublication(p.at, p.sender, p.topic, p.payload, p.retain) for p in old.bus.publications),
-            tuple(tuple(float(v) for v in row) for row in released))
+        earlier = EarlierRound(old.collector.round_id, tuple(old.report.sids), tuple(old.bus.publications),
+                               tuple(tuple(float(v) for v in row) for row in released))
         start = old.bus.now + 1.0
     strategy: BrokerStrategy = cls(params, seed=seed, round_id=round_id, node_ids=sids, victim=victim,
                                    earlier=earlier)
