@@ -54,7 +54,8 @@ def test_collector_payoff_formula() -> None:
     assert CollectorStrategy.payoff(0.9, 0.02, True, {"leak": 50.0, "detection": 0.0}) == pytest.approx(1.9)
 
 
-SUBJECTS = """
+#: Three seeds of 30 synthetic subjects, k = 3, two focal subjects, the collaborative round only.
+SMALL = """
 [study]
 seeds = [1, 2, 3]
 methods = ["collaborative"]
@@ -64,7 +65,9 @@ intruder_random_records = 100
 dataset = ["synthetic"]
 n = [30]
 k = [3]
-deviation = ["honest", "copycat", "silent-vote"]
+"""
+
+SUBJECTS = SMALL + """deviation = ["honest", "copycat", "silent-vote"]
 [strategies.silent-vote]
 strategy = "silent"
 phase = "vote"
@@ -97,17 +100,7 @@ def test_a_library_deviation_is_detected_its_author_excluded_and_it_costs_her(tm
         assert row["seeds"] == 3 and row["gain_hi"] < 0 and row["verdict"] == "costly", row
 
 
-COLLECTOR = """
-[study]
-seeds = [1, 2, 3]
-methods = ["collaborative"]
-focal = 2
-intruder_random_records = 100
-[grid]
-dataset = ["synthetic"]
-n = [30]
-k = [3]
-collector = ["honest", "rerun-subtract", "fabricate-isolate"]
+COLLECTOR = SMALL + """collector = ["honest", "rerun-subtract", "fabricate-isolate"]
 [collectors.fabricate-isolate]
 strategy = "fabricate-members"
 isolate = true
