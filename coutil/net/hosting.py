@@ -202,6 +202,9 @@ class _Connection:
         self.refcount: dict[str, int] = {}
         self.routes: SubscriptionIndex[_HostedNode] = SubscriptionIndex()
         self.bulletins: dict[str, bytes] = {}
+        #: Received messages not yet handed to all their targets, oldest first (see `_Host.deliver_backlog`).
+        self.backlog: deque[tuple[str, bytes, list[_HostedNode]]] = deque()
+        self.backlog_ready = asyncio.Event()
         #: An exception a node raised while handling a message (a bug: it ends hosting).
         self.error: BaseException | None = None
         self.failed = asyncio.Event()
@@ -340,7 +343,8 @@ class _Host:
         while True:
             now = self.options.clock()
             due_now: list[_HostedNode] = []
-            while self.timers and self.timers[0][0] <= now:
+            # At most a chunk of timers per turn of the event loop (see `deliver_backlog`).
+            while self.timers and self.timers[0][0] <= now and len(due_now) < self.options.delivery_chunk:
                 due, _, index = heapq.heappop(self.timers)
                 hosted = self.hosted[index]
                 if hosted.timer_due == due and hosted.started:  # else superseded by a newer due time
@@ -465,8 +469,10 @@ class _Host:
         for start in range(0, len(unsubscribe), FILTERS_PER_PACKET):
             await client.unsubscribe(unsubscribe[start:start + FILTERS_PER_PACKET], timeout=timeout)
         # A node that joined a topic the connection already had: hand it the bulletin it missed.
-        for hosted, topic in late:
+        for done, (hosted, topic) in enumerate(late, 1):
             self.call(hosted, functools.partial(_deliver, hosted.node, topic, connection.bulletins[topic]))
+            if done % self.options.delivery_chunk == 0:
+                await asyncio.sleep(0)  # thousands of nodes joining the roster at once (see deliver_backlog)
 
     def _on_refused(self, connection: _Connection, exc: SubscriptionRefusedError) -> None:
         """A multiplexed connection falls back to covering filters (a few per round, whatever the
@@ -513,13 +519,52 @@ class _Host:
             targets = connection.targets(topic)
             if not targets:
                 return
+            if connection.backlog or len(targets) > self.options.delivery_chunk:
+                # Too many node calls for one callback of the event loop (or older messages still
+                # waiting, which this one must not overtake): handed out by `deliver_backlog`.
+                connection.backlog.append((topic, data, list(targets)))
+                connection.backlog_ready.set()
+                return
             for hosted in targets:
-                hosted.traffic.received_messages += 1
-                hosted.traffic.received_bytes += len(data)
-                self.call(hosted, functools.partial(_deliver, hosted.node, topic, data))
+                self._deliver_to(hosted, topic, data)
         except BaseException as exc:  # a node's bug: end hosting with it, not the connection
             connection.error = exc
             connection.failed.set()
+
+    def _deliver_to(self, hosted: _HostedNode, topic: str, data: bytes) -> None:
+        hosted.traffic.received_messages += 1
+        hosted.traffic.received_bytes += len(data)
+        self.call(hosted, functools.partial(_deliver, hosted.node, topic, data))
+
+    async def deliver_backlog(self, connection: _Connection) -> None:
+        """Hand out the messages `_on_payload` deferred, in the order received, at most
+        ``delivery_chunk`` node calls between two turns of the event loop.
+
+        Handing the 3.3 MB release of a 10^5 round to the 50,000 subjects of one worker in a single
+        callback kept that worker's event loop busy for tens of seconds: its keep-alive pings and the
+        broker's acknowledgements waited, the broker closed the connection, and the reconnection made
+        every subject re-send her verdict. Chunked, the verdicts also leave while the rest audit.
+        """
+        chunk = self.options.delivery_chunk
+        while True:
+            await connection.backlog_ready.wait()
+            calls = 0
+            while connection.backlog and connection.error is None:
+                topic, data, targets = connection.backlog[0]
+                try:
+                    while targets and calls < chunk:
+                        self._deliver_to(targets.pop(), topic, data)
+                        calls += 1
+                except BaseException as exc:  # a node's bug, as in `_on_payload`
+                    connection.error = exc
+                    connection.failed.set()
+                    return
+                if not targets:
+                    connection.backlog.popleft()
+                if calls >= chunk:
+                    calls = 0
+                    await asyncio.sleep(0)
+            connection.backlog_ready.clear()
 
     async def _flusher(self, connection: _Connection, client: aiomqtt.Client) -> None:
         timeout = self.options.operation_timeout
@@ -623,7 +668,9 @@ async def host_nodes(
     deadline = started + timeout
     runners = [asyncio.create_task(host.run_connection(c), name=f"mqtt-{c.client_id}") for c in connections]
     timer_task = asyncio.create_task(host.timer_loop(), name="mqtt-timers")
-    tasks = [*runners, timer_task]
+    deliverers = [asyncio.create_task(host.deliver_backlog(c), name=f"mqtt-deliver-{c.client_id}")
+                  for c in connections if c.multiplexed]
+    tasks = [*runners, timer_task, *deliverers]
     stopped_by = "timeout"
     try:
         while True:
