@@ -200,6 +200,9 @@ class _Connection:
         self.sending_set: set[int] = set()
         #: Broker-side subscriptions with the number of hosted node filters they serve.
         self.refcount: dict[str, int] = {}
+        #: Broker-side subscriptions of a multiplexed connection that no hosted node wants any more,
+        #: left in place (see `route`).
+        self.lingering: set[str] = set()
         self.routes: SubscriptionIndex[_HostedNode] = SubscriptionIndex()
         self.bulletins: dict[str, bytes] = {}
         #: Received messages not yet handed to all their targets, oldest first (see `_Host.deliver_backlog`).
@@ -219,6 +222,7 @@ class _Connection:
     def reset(self) -> None:
         """Clean session: the broker forgot every subscription."""
         self.refcount.clear()
+        self.lingering.clear()
         self.routes.clear()
         for hosted in self.nodes:
             hosted.subscribed = frozenset()
@@ -234,7 +238,15 @@ class _Connection:
         return self.routes.match(topic)
 
     def route(self, hosted: _HostedNode, wanted: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
-        """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed)."""
+        """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed).
+
+        A multiplexed connection never unsubscribes: a filter no hosted node wants lingers at the
+        broker, and what still arrives on it is routed to nobody. mosquitto 2.0 looks a client's
+        subscriptions up one by one on every SUBSCRIBE and UNSUBSCRIBE (measured: 100,000 filters on
+        one client cost it 2.4 s to subscribe, 2.1 s to unsubscribe, 0.6 s for 50,000): the 110,000
+        group topics a worker drops at 10^5 subjects, when its subjects send their verdicts, kept the
+        broker busy for about 25 s while the worker's publishes waited behind the UNSUBACKs.
+        """
         new_filters: list[str] = []
         gone_filters: list[str] = []
         shared: list[str] = []
@@ -243,7 +255,8 @@ class _Connection:
             broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
             count = self.refcount.get(broker_filter, 0)
             self.refcount[broker_filter] = count + 1
-            if count:
+            if count or broker_filter in self.lingering:
+                self.lingering.discard(broker_filter)
                 shared.append(topic_filter)
             else:
                 new_filters.append(broker_filter)
@@ -256,7 +269,10 @@ class _Connection:
             count = self.refcount.get(broker_filter, 0) - 1
             if count <= 0:
                 self.refcount.pop(broker_filter, None)
-                gone_filters.append(broker_filter)
+                if self.multiplexed:
+                    self.lingering.add(broker_filter)
+                else:
+                    gone_filters.append(broker_filter)
             else:
                 self.refcount[broker_filter] = count
         hosted.subscribed = wanted
