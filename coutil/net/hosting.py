@@ -200,8 +200,14 @@ class _Connection:
         self.sending_set: set[int] = set()
         #: Broker-side subscriptions with the number of hosted node filters they serve.
         self.refcount: dict[str, int] = {}
+        #: Broker-side subscriptions of a multiplexed connection that no hosted node wants any more,
+        #: left in place (see `route`).
+        self.lingering: set[str] = set()
         self.routes: SubscriptionIndex[_HostedNode] = SubscriptionIndex()
         self.bulletins: dict[str, bytes] = {}
+        #: Received messages not yet handed to all their targets, oldest first (see `_Host.deliver_backlog`).
+        self.backlog: deque[tuple[str, bytes, list[_HostedNode]]] = deque()
+        self.backlog_ready = asyncio.Event()
         #: An exception a node raised while handling a message (a bug: it ends hosting).
         self.error: BaseException | None = None
         self.failed = asyncio.Event()
@@ -216,6 +222,7 @@ class _Connection:
     def reset(self) -> None:
         """Clean session: the broker forgot every subscription."""
         self.refcount.clear()
+        self.lingering.clear()
         self.routes.clear()
         for hosted in self.nodes:
             hosted.subscribed = frozenset()
@@ -231,7 +238,15 @@ class _Connection:
         return self.routes.match(topic)
 
     def route(self, hosted: _HostedNode, wanted: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
-        """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed)."""
+        """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed).
+
+        A multiplexed connection never unsubscribes: a filter no hosted node wants lingers at the
+        broker, and what still arrives on it is routed to nobody. mosquitto 2.0 looks a client's
+        subscriptions up one by one on every SUBSCRIBE and UNSUBSCRIBE (measured: 100,000 filters on
+        one client cost it 2.4 s to subscribe, 2.1 s to unsubscribe, 0.6 s for 50,000): the 110,000
+        group topics a worker drops at 10^5 subjects, when its subjects send their verdicts, kept the
+        broker busy for about 25 s while the worker's publishes waited behind the UNSUBACKs.
+        """
         new_filters: list[str] = []
         gone_filters: list[str] = []
         shared: list[str] = []
@@ -240,7 +255,8 @@ class _Connection:
             broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
             count = self.refcount.get(broker_filter, 0)
             self.refcount[broker_filter] = count + 1
-            if count:
+            if count or broker_filter in self.lingering:
+                self.lingering.discard(broker_filter)
                 shared.append(topic_filter)
             else:
                 new_filters.append(broker_filter)
@@ -253,7 +269,10 @@ class _Connection:
             count = self.refcount.get(broker_filter, 0) - 1
             if count <= 0:
                 self.refcount.pop(broker_filter, None)
-                gone_filters.append(broker_filter)
+                if self.multiplexed:
+                    self.lingering.add(broker_filter)
+                else:
+                    gone_filters.append(broker_filter)
             else:
                 self.refcount[broker_filter] = count
         hosted.subscribed = wanted
@@ -340,7 +359,8 @@ class _Host:
         while True:
             now = self.options.clock()
             due_now: list[_HostedNode] = []
-            while self.timers and self.timers[0][0] <= now:
+            # At most a chunk of timers per turn of the event loop (see `deliver_backlog`).
+            while self.timers and self.timers[0][0] <= now and len(due_now) < self.options.delivery_chunk:
                 due, _, index = heapq.heappop(self.timers)
                 hosted = self.hosted[index]
                 if hosted.timer_due == due and hosted.started:  # else superseded by a newer due time
@@ -465,8 +485,10 @@ class _Host:
         for start in range(0, len(unsubscribe), FILTERS_PER_PACKET):
             await client.unsubscribe(unsubscribe[start:start + FILTERS_PER_PACKET], timeout=timeout)
         # A node that joined a topic the connection already had: hand it the bulletin it missed.
-        for hosted, topic in late:
+        for done, (hosted, topic) in enumerate(late, 1):
             self.call(hosted, functools.partial(_deliver, hosted.node, topic, connection.bulletins[topic]))
+            if done % self.options.delivery_chunk == 0:
+                await asyncio.sleep(0)  # thousands of nodes joining the roster at once (see deliver_backlog)
 
     def _on_refused(self, connection: _Connection, exc: SubscriptionRefusedError) -> None:
         """A multiplexed connection falls back to covering filters (a few per round, whatever the
@@ -513,13 +535,52 @@ class _Host:
             targets = connection.targets(topic)
             if not targets:
                 return
+            if connection.backlog or len(targets) > self.options.delivery_chunk:
+                # Too many node calls for one callback of the event loop (or older messages still
+                # waiting, which this one must not overtake): handed out by `deliver_backlog`.
+                connection.backlog.append((topic, data, list(targets)))
+                connection.backlog_ready.set()
+                return
             for hosted in targets:
-                hosted.traffic.received_messages += 1
-                hosted.traffic.received_bytes += len(data)
-                self.call(hosted, functools.partial(_deliver, hosted.node, topic, data))
+                self._deliver_to(hosted, topic, data)
         except BaseException as exc:  # a node's bug: end hosting with it, not the connection
             connection.error = exc
             connection.failed.set()
+
+    def _deliver_to(self, hosted: _HostedNode, topic: str, data: bytes) -> None:
+        hosted.traffic.received_messages += 1
+        hosted.traffic.received_bytes += len(data)
+        self.call(hosted, functools.partial(_deliver, hosted.node, topic, data))
+
+    async def deliver_backlog(self, connection: _Connection) -> None:
+        """Hand out the messages `_on_payload` deferred, in the order received, at most
+        ``delivery_chunk`` node calls between two turns of the event loop.
+
+        Handing the 3.3 MB release of a 10^5 round to the 50,000 subjects of one worker in a single
+        callback kept that worker's event loop busy for tens of seconds: its keep-alive pings and the
+        broker's acknowledgements waited, the broker closed the connection, and the reconnection made
+        every subject re-send her verdict. Chunked, the verdicts also leave while the rest audit.
+        """
+        chunk = self.options.delivery_chunk
+        while True:
+            await connection.backlog_ready.wait()
+            calls = 0
+            while connection.backlog and connection.error is None:
+                topic, data, targets = connection.backlog[0]
+                try:
+                    while targets and calls < chunk:
+                        self._deliver_to(targets.pop(), topic, data)
+                        calls += 1
+                except BaseException as exc:  # a node's bug, as in `_on_payload`
+                    connection.error = exc
+                    connection.failed.set()
+                    return
+                if not targets:
+                    connection.backlog.popleft()
+                if calls >= chunk:
+                    calls = 0
+                    await asyncio.sleep(0)
+            connection.backlog_ready.clear()
 
     async def _flusher(self, connection: _Connection, client: aiomqtt.Client) -> None:
         timeout = self.options.operation_timeout
@@ -623,7 +684,9 @@ async def host_nodes(
     deadline = started + timeout
     runners = [asyncio.create_task(host.run_connection(c), name=f"mqtt-{c.client_id}") for c in connections]
     timer_task = asyncio.create_task(host.timer_loop(), name="mqtt-timers")
-    tasks = [*runners, timer_task]
+    deliverers = [asyncio.create_task(host.deliver_backlog(c), name=f"mqtt-deliver-{c.client_id}")
+                  for c in connections if c.multiplexed]
+    tasks = [*runners, timer_task, *deliverers]
     stopped_by = "timeout"
     try:
         while True:

@@ -130,6 +130,10 @@ class DriverOptions:
     #: QoS 1 publishes of one node in flight at once (ordered issue, pipelined acks). Also paho's
     #: in-flight limit (its default, 20, throttles the collector's bursts of assigns and run starts).
     publish_window: int = 256
+    #: Node calls the driver makes in a row before it lets the event loop run (socket I/O, the
+    #: broker's acknowledgements, keep-alive pings). A message for more hosted nodes than this (the
+    #: release reaches 50,000 subjects per worker at 10^5) is handed out in chunks of this size.
+    delivery_chunk: int = 500
     #: Seconds granted after ``stop_when()`` holds to publish what the nodes still queued.
     drain_timeout: float = 2.0
     #: A multiplexed connection subscribes at the broker to covering filters (one per round and kind

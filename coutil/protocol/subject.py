@@ -797,7 +797,7 @@ class SubjectNode:
         )
         self.audit = result
         # The release must be of the roster she saw (SPEC §10); protocol complaints come first.
-        if message.roster_root != self._roster_root or not self._consistent_with_roster(message):
+        if message.roster_root != self._roster_root or not self._consistent_with_roster(message, digest):
             self._complain("roster_mismatch")
         complaints = [*self.complaints, *self._view_complaints.values()]
         accept = result.accept and not complaints
@@ -812,13 +812,12 @@ class SubjectNode:
         self._event(VerdictRecorded(now, self.sid, accept, reason))
         return [out]
 
-    def _consistent_with_roster(self, release: Release) -> bool:
+    def _consistent_with_roster(self, release: Release, digest: bytes) -> bool:
         """What she can check of the release against the roster: no more rows than subjects, group
-        numbers distinct and below the roster's count."""
-        if self._roster_size is None or sum(release.group_sizes) > self._roster_size:
+        numbers distinct and below the roster's count (`GroupShape.fits`)."""
+        if self._roster_size is None:
             return False
-        return len(set(release.group_ids)) == len(release.group_ids) \
-            and all(g < self._roster_groups for g in release.group_ids)
+        return self._caches.group_shape(release, digest).fits(self._roster_size, self._roster_groups)
 
     def _on_release_excluded(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
         self._set_state(SubjectState.DONE)

@@ -28,6 +28,7 @@ from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broke
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Node
 from coutil.protocol.subject import SubjectNode
+from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_collector, build_round_nodes
 from coutil.round.report import (
     RoundReport,
@@ -110,6 +111,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
                 pool.poll(tracker.on_event)
             tracker.report_progress(progress)
 
+    def over() -> bool:
+        return bool(collector.finished) or (pool is not None and pool.failed)
+
     async def host(url: str | BrokerAddress) -> HostStats:
         nonlocal pool
         address = url if isinstance(url, BrokerAddress) else parse_broker_url(url)
@@ -122,10 +126,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             pool.start()
         watcher = asyncio.create_task(watch())
         try:
-            stats = await host_nodes(nodes, address,
-                                     stop_when=lambda: bool(collector.finished) or (pool is not None and pool.failed),
-                                     timeout=limit,
-                                     on_event=tracker.on_event, options=options)
+            with long_lived_heap():
+                stats = await host_nodes(nodes, address, stop_when=over, timeout=limit,
+                                         on_event=tracker.on_event, options=options)
             if pool is not None:
                 pool.stop()
                 await pool.wait(tracker.on_event, REPORT_GRACE_SECONDS)

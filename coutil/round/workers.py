@@ -39,6 +39,7 @@ from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
+from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_subject_nodes
 from coutil.round.report import count_duplicates_by_kind, count_resends_by_kind
 from coutil.sdc.dataset import Dataset
@@ -144,9 +145,10 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
 
     forwarder = asyncio.create_task(forward_events())
     try:
-        stats = await host_nodes([nodes], task.broker, stop_when=finished, timeout=task.timeout,
-                                 on_event=lambda node_id, event: pending.append((node_id, event)),
-                                 options=task.options)
+        with long_lived_heap():
+            stats = await host_nodes([nodes], task.broker, stop_when=finished, timeout=task.timeout,
+                                     on_event=lambda node_id, event: pending.append((node_id, event)),
+                                     options=task.options)
     finally:
         forwarder.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,51 @@
+"""A multiplexed connection's subscriptions, without a broker: filters its nodes dropped are left in place."""
+
+from __future__ import annotations
+
+from coutil.net.hosting import _Connection, _HostedNode
+from coutil.protocol.node import Event, Outgoing
+
+
+class _Quiet:
+    """A node that does nothing (only its routes matter here)."""
+
+    client_id = "quiet"
+    finished = False
+
+    def subscriptions(self) -> frozenset[str]:
+        return frozenset()
+
+    def start(self, now: float) -> list[Outgoing]:
+        return []
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        return []
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        return []
+
+    def next_timer(self) -> float | None:
+        return None
+
+    def drain_events(self) -> list[Event]:
+        return []
+
+
+def test_a_multiplexed_connection_leaves_dropped_filters_subscribed_and_reuses_them() -> None:
+    """mosquitto pays per subscription of the client on every UNSUBSCRIBE: a multiplexed connection
+    keeps a filter its nodes dropped (routing what still comes to nobody), a single node's
+    connection unsubscribes it."""
+    for multiplexed in (True, False):
+        first, second = _HostedNode(0, _Quiet(), "a"), _HostedNode(1, _Quiet(), "b")
+        connection = _Connection("c", [first, second], multiplexed=multiplexed)
+        new, gone, shared = connection.route(first, frozenset({"t/x"}))
+        assert (new, gone, shared) == (["t/x"], [], [])
+        new, gone, shared = connection.route(first, frozenset())
+        assert (new, gone, shared) == ([], [] if multiplexed else ["t/x"], [])
+        assert connection.targets("t/x") == set()  # routed to nobody
+        # Wanted again (by another node): already subscribed at the broker, or subscribed anew.
+        new, gone, shared = connection.route(second, frozenset({"t/x"}))
+        assert (new, gone, shared) == (([], [], ["t/x"]) if multiplexed else (["t/x"], [], []))
+        assert connection.targets("t/x") == {second}
+        connection.reset()  # a new session: the broker forgot everything
+        assert connection.route(first, frozenset({"t/x"}))[0] == ["t/x"]
