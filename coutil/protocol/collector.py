@@ -66,7 +66,7 @@ from coutil.protocol.messages import (
 )
 from coutil.protocol.node import Outgoing, RandomSource, Rejection
 from coutil.protocol.retry import Resender
-from coutil.protocol.schedule import TimerHeap
+from coutil.protocol.schedule import TimerHeap, fair_order
 from coutil.protocol.states import CollectorState
 from coutil.sdc.generalization import classes_of
 from coutil.sdc.mdav import mdav
@@ -170,6 +170,7 @@ class CollectorNode:
         self._active: set[int] = set()  # groups whose records are still sealed
         self._unready: set[int] = set()  # active groups not yet all-go on their final batch
         self._group_timers: TimerHeap[int] = TimerHeap()  # next deadline or relay per active group
+        self._relay_turn = 0  # bursts of due groups so far: each relayed in a rotated order (`fair_order`)
         self._awaiting_verdicts: set[bytes] = set()
         self._phase_started: dict[str, float] = {}
         self._phase_times: dict[str, float] = {}
@@ -294,7 +295,8 @@ class CollectorNode:
                 self._deadline = None
         if self.state == CollectorState.SHARING:
             touched: list[GroupState] = []
-            for label in self._group_timers.pop_due(now):
+            self._relay_turn += 1
+            for label in fair_order(self._group_timers.pop_due(now), self._relay_turn):
                 group = self._groups[label]
                 if not group.active:
                     continue

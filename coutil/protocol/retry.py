@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from coutil.protocol.node import Outgoing
-from coutil.protocol.schedule import TimerHeap
+from coutil.protocol.schedule import TimerHeap, fair_order
 
 #: The re-send interval doubles after each try up to this multiple of the base interval (or a
 #: lower cap, see `Resender.limit_interval`).
@@ -76,6 +76,8 @@ class Resender:
         self._cap = base_interval * MAX_BACKOFF_FACTOR
         self._pending: dict[object, _Pending] = {}
         self._timers: TimerHeap[object] = TimerHeap()
+        #: Bursts of due re-sends so far: each goes out in a rotated order (`fair_order`).
+        self._turn = 0
         #: The node's clock as of its latest call (nodes set it; acknowledgements are timed with it).
         self.now = 0.0
         self._srtt: float | None = None
@@ -182,7 +184,8 @@ class Resender:
 
     def due(self, now: float) -> list[Outgoing]:
         out: list[Outgoing] = []
-        for key in self._timers.pop_due(now):
+        self._turn += 1
+        for key in fair_order(self._timers.pop_due(now), self._turn):
             entry = self._pending[key]
             held = min(self._news.at + entry.interval, entry.sent_at + self._cap)
             if held > now:

@@ -77,3 +77,18 @@ class TimerHeap(Generic[K]):
     def _rebuild(self) -> None:
         self._heap = [(when, sequence, key) for when, sequence, key in self._heap if self._when.get(key) == when]
         heapq.heapify(self._heap)
+
+
+def fair_order(keys: list[K], turn: int) -> list[K]:
+    """``keys`` rotated by ``turn``: the order in which a burst of due re-sends or relays goes out.
+
+    A broker with a bounded queue per client (mosquitto's ``max_queued_messages``) drops the tail of a
+    burst. Timers re-armed in emission order would keep the same keys at the tail, burst after burst,
+    so the same messages were lost every time (a whole group never got its ``shuffle_start`` and was
+    excluded as silent); rotating by a counter the caller increments per burst brings every key to the
+    front within ``len(keys)`` bursts.
+    """
+    if len(keys) < 2:
+        return keys
+    start = turn % len(keys)
+    return keys[start:] + keys[:start]

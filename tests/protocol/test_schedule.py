@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from coutil.protocol.node import Outgoing
 from coutil.protocol.retry import NewsClock, Resender
-from coutil.protocol.schedule import TimerHeap
+from coutil.protocol.schedule import TimerHeap, fair_order
 
 operations = st.lists(
     st.tuples(st.sampled_from(["set", "discard", "pop"]), st.integers(0, 6), st.integers(0, 40)), max_size=200
@@ -133,3 +133,27 @@ def test_postpone_and_relax() -> None:
     resender.relax("vote")
     assert resender.due(22.0) == [] and resender.due(30.0) == [message]
     assert resender.resent == {"vote": 1}
+
+
+def test_fair_order_rotates_a_burst() -> None:
+    assert fair_order([], 3) == [] and fair_order(["a"], 5) == ["a"]
+    assert fair_order(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert fair_order(["a", "b", "c"], 1) == ["b", "c", "a"]
+    assert fair_order(["a", "b", "c"], 5) == ["c", "a", "b"]
+
+
+def test_a_burst_of_re_sends_does_not_keep_the_same_tail() -> None:
+    """A broker that keeps only the first messages of a burst (mosquitto's max_queued_messages) must not
+    drop the same message every time: the tail of one burst comes earlier in the next."""
+    resender = Resender(1.0, 1.0)
+    sent = [Outgoing(f"t/{name}", name.encode()) for name in "abcde"]
+    for message in sent:
+        resender.arm(message.topic, message, 0.0)
+    kept: set[bytes] = set()
+    now = 0.0
+    for _ in range(5):
+        now = resender.next_due() or now
+        burst = resender.due(now)
+        assert sorted(m.payload for m in burst) == sorted(m.payload for m in sent)
+        kept.update(m.payload for m in burst[:3])  # the broker's queue holds three
+    assert kept == {m.payload for m in sent}
