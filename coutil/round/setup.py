@@ -53,7 +53,7 @@ TABLES = ("round", "data", "network", "faults", "adversary")
 SIMULATED_TABLES = ("network", "faults")
 
 #: The RoundConfig fields `local_swarm_timing` chooses.
-TIMING_FIELDS = ("step_timeout", "retry_interval", "audit_window")
+TIMING_FIELDS = ("step_timeout", "retry_interval", "audit_window", "register_window")
 
 #: From this many subjects on, ``coutil run`` hosts them in worker processes by default.
 AUTO_WORKERS_FROM = 1000
@@ -152,14 +152,20 @@ def local_swarm_timing(subjects: int) -> dict[str, float]:
     subjects a step of the shuffle waits tens of seconds for the CPU, a 20 s step timeout
     excluded every member as silent, and 2 s re-sends multiplied the load (measured: the round
     released nothing). So the step timeout grows by 12 ms per subject, the first re-send by 0.5 ms
-    and the audit window by 30 ms (at 10^4: 120 s, 5 s, 300 s). Timeouts only bound how long a
-    truly silent member is waited for; an honest swarm finishes long before them.
+    and the audit window by 30 ms (at 10^4: 120 s, 5 s, 300 s), and from 50,000 subjects on the
+    registration window by 0.6 ms (at 10^5: 60 s; registration took 34-40 s there, and one run left
+    64,891 subjects outside the 30 s default). Timeouts only bound how long a truly silent member is
+    waited for; an honest swarm finishes long before them (registration closes as soon as the
+    expected subjects are in).
     """
-    return {
+    timing = {
         "step_timeout": max(20.0, 0.012 * subjects),
         "retry_interval": max(2.0, 0.0005 * subjects),
         "audit_window": max(60.0, 0.03 * subjects),
     }
+    if subjects > 50_000:
+        timing["register_window"] = 6 * subjects / 10_000
+    return timing
 
 
 def auto_workers(subjects: int, external_broker: bool) -> int:

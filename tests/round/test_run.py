@@ -132,6 +132,8 @@ def test_local_round_timing_grows_with_the_swarm_unless_the_config_file_fixes_it
     small, large = local_swarm_timing(200), local_swarm_timing(10_000)
     assert small == {"step_timeout": 20.0, "retry_interval": 2.0, "audit_window": 60.0}  # the defaults
     assert large == {"step_timeout": 120.0, "retry_interval": 5.0, "audit_window": 300.0}
+    # From 50,000 subjects on the registration window grows too (registration took 34-40 s at 10^5).
+    assert local_swarm_timing(100_000)["register_window"] == 60.0 and "register_window" not in large
     config = load_round_spec().for_local_swarm(10_000)
     assert (config.step_timeout, config.retry_interval, config.audit_window) == (120.0, 5.0, 300.0)
     assert config.expected_subjects == 10_000
