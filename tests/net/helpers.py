@@ -24,6 +24,35 @@ from coutil.protocol.node import Event, Outgoing
 MOSQUITTO_CANDIDATES = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto")
 
 
+class IdleNode:
+    """A node that subscribes to nothing, sends nothing and never finishes: toy nodes override what
+    their test is about."""
+
+    client_id = "idle"
+
+    @property
+    def finished(self) -> bool:
+        return False
+
+    def subscriptions(self) -> frozenset[str]:
+        return frozenset()
+
+    def start(self, now: float) -> list[Outgoing]:
+        return []
+
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        return []
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        return []
+
+    def next_timer(self) -> float | None:
+        return None
+
+    def drain_events(self) -> list[Event]:
+        return []
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 from coutil.net.hosting import _Connection, _HostedNode
-from coutil.protocol.node import Event, Outgoing
+from tests.net.helpers import IdleNode
 
 
-class _Quiet:
+class _Quiet(IdleNode):
     """A node that does nothing (only its routes matter here)."""
 
     client_id = "quiet"
-    finished = False
-
-    def subscriptions(self) -> frozenset[str]:
-        return frozenset()
-
-    def start(self, now: float) -> list[Outgoing]:
-        return []
-
-    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        return []
-
-    def on_timer(self, now: float) -> list[Outgoing]:
-        return []
-
-    def next_timer(self) -> float | None:
-        return None
-
-    def drain_events(self) -> list[Event]:
-        return []
 
 
 def test_a_multiplexed_connection_leaves_dropped_filters_subscribed_and_reuses_them() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import DriverOptions
-from coutil.protocol.node import Event, Outgoing
-from tests.net.helpers import Mosquitto
+from coutil.protocol.node import Outgoing
+from tests.net.helpers import IdleNode, Mosquitto
 
 MESSAGES = 12
 
@@ -32,7 +32,7 @@ class LoopTurns:
             await asyncio.sleep(0)
 
 
-class Receiver:
+class Receiver(IdleNode):
     """Listens to the shared topic and to its own; records the sequence numbers in arrival order."""
 
     def __init__(self, name: int, turns: LoopTurns) -> None:
@@ -40,10 +40,6 @@ class Receiver:
         self.client_id = f"receiver-{name}"
         self.turns = turns
         self.seen: list[int] = []
-
-    @property
-    def finished(self) -> bool:
-        return False
 
     def subscriptions(self) -> frozenset[str]:
         return frozenset({"toy/all", f"toy/one/{self.name}"})
@@ -58,17 +54,8 @@ class Receiver:
         self.seen.append(int(payload))
         return []
 
-    def on_timer(self, now: float) -> list[Outgoing]:
-        return []
 
-    def next_timer(self) -> float | None:
-        return None
-
-    def drain_events(self) -> list[Event]:
-        return []
-
-
-class Sender:
+class Sender(IdleNode):
     """Once every receiver is ready: messages 0, 1, ... alternately to all receivers and to one."""
 
     client_id = "sender"
@@ -77,15 +64,8 @@ class Sender:
         self.receivers = receivers
         self.ready: set[str] = set()
 
-    @property
-    def finished(self) -> bool:
-        return False
-
     def subscriptions(self) -> frozenset[str]:
         return frozenset({"toy/ready/+"})
-
-    def start(self, now: float) -> list[Outgoing]:
-        return []
 
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         if topic in self.ready:
@@ -95,15 +75,6 @@ class Sender:
             return []
         return [Outgoing("toy/all" if i % 2 == 0 else f"toy/one/{i % self.receivers}", str(i).encode())
                 for i in range(MESSAGES)]
-
-    def on_timer(self, now: float) -> list[Outgoing]:
-        return []
-
-    def next_timer(self) -> float | None:
-        return None
-
-    def drain_events(self) -> list[Event]:
-        return []
 
 
 @pytest.mark.broker
