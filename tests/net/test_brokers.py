@@ -16,7 +16,7 @@ import pytest
 from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import DriverOptions
-from coutil.protocol.node import Event, Outgoing
+from tests.net.helpers import IdleNode
 
 BENCH = Path(__file__).resolve().parents[2] / "simulations" / "bench"
 sys.path.insert(0, str(BENCH))
@@ -72,7 +72,7 @@ def test_a_round_over_each_broker(broker_url: tuple[str, str], tmp_path: Path) -
         assert "broker" not in summary["dropped"]  # no $SYS drop counter: unknown, not 0
 
 
-class _ManyTopics:
+class _ManyTopics(IdleNode):
     """A node subscribed to ``count`` topics of its own (more than NATS grants one client)."""
 
     client_id = "coutil-test-many-topics"
@@ -80,27 +80,8 @@ class _ManyTopics:
     def __init__(self, count: int) -> None:
         self.count = count
 
-    @property
-    def finished(self) -> bool:
-        return False
-
     def subscriptions(self) -> frozenset[str]:
         return frozenset(f"toy/many/{i}" for i in range(self.count))
-
-    def start(self, now: float) -> list[Outgoing]:
-        return []
-
-    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        return []
-
-    def on_timer(self, now: float) -> list[Outgoing]:
-        return []
-
-    def next_timer(self) -> float | None:
-        return None
-
-    def drain_events(self) -> list[Event]:
-        return []
 
 
 def test_a_refused_subscription_is_an_error_not_silence(nats_url: str) -> None:

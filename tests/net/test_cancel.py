@@ -19,7 +19,8 @@ import pytest
 from coutil.net.broker import EmbeddedBroker
 from coutil.net.hosting import cancel_and_wait, host_nodes
 from coutil.net.mqtt import DriverOptions, HostStats
-from coutil.protocol.node import Event, Outgoing
+from coutil.protocol.node import Outgoing
+from tests.net.helpers import IdleNode
 
 
 async def _stubborn(swallowed: list[int]) -> None:
@@ -82,7 +83,7 @@ def test_exceptions_of_cancelled_helpers_are_retrieved() -> None:
     assert task._log_traceback is False  # retrieved: asyncio will not log it
 
 
-class _LastWords:
+class _LastWords(IdleNode):
     """Publishes ``count`` messages when started and is finished at once: a collector whose last
     verdict_ack leaves as the round ends."""
 
@@ -96,24 +97,9 @@ class _LastWords:
     def finished(self) -> bool:
         return self.started
 
-    def subscriptions(self) -> frozenset[str]:
-        return frozenset()
-
     def start(self, now: float) -> list[Outgoing]:
         self.started = True
         return [Outgoing(f"toy/last/{i}", b"bye") for i in range(self.count)]
-
-    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
-        return []
-
-    def on_timer(self, now: float) -> list[Outgoing]:
-        return []
-
-    def next_timer(self) -> float | None:
-        return None
-
-    def drain_events(self) -> list[Event]:
-        return []
 
 
 def test_messages_queued_as_the_condition_holds_are_acknowledged_before_hosting_ends() -> None:
