@@ -16,6 +16,20 @@ from coutil.sdc.dataset import Dataset
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
                      step_timeout=10.0, retry_interval=1.0, register_window=5.0, audit_window=20.0)
 SEEDS = [3, 8, 13]
+#: A round file of the same round (30 subjects), for the command-line tests; append an [adversary] table.
+ROUND_FILE = """
+[round]
+qi = ["age", "height"]
+confidential = ["income"]
+k = 3
+random_records = 50
+step_timeout = 10.0
+retry_interval = 1.0
+register_window = 5.0
+audit_window = 20.0
+[data]
+subjects = 30
+"""
 
 
 @dataclass

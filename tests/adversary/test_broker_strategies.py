@@ -28,7 +28,7 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.crypto import encode_record
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
-from tests.adversary.common import CONFIG, SEEDS, Played, play
+from tests.adversary.common import CONFIG, ROUND_FILE, SEEDS, Played, play
 
 VICTIM = 2
 #: What a replay of another round may get: ignored as another round's, or its announce as too late.
@@ -276,21 +276,7 @@ def test_a_victim_outside_the_data_is_a_one_line_error() -> None:
         play({"broker": {"strategy": "drop-victim", "victim": 30}}, seed=SEEDS[0])
 
 
-ROUND = """
-[round]
-qi = ["age", "height"]
-confidential = ["income"]
-k = 3
-random_records = 50
-step_timeout = 10.0
-retry_interval = 1.0
-register_window = 5.0
-audit_window = 20.0
-[data]
-subjects = 30
-[adversary]
-broker = { strategy = "drop-victim", victim = 2 }
-"""
+ROUND = ROUND_FILE + '[adversary]\nbroker = { strategy = "drop-victim", victim = 2 }\n'
 
 
 def test_simulate_applies_the_broker_of_a_round_file_and_reports_it(tmp_path: Path,

@@ -12,20 +12,9 @@ from coutil.adversary.plan import parse_adversary
 from coutil.cli import main
 from coutil.errors import InputError
 from coutil.round.setup import load_round_spec
+from tests.adversary.common import ROUND_FILE
 
-ROUND = """
-[round]
-qi = ["age", "height"]
-confidential = ["income"]
-k = 3
-random_records = 50
-step_timeout = 10.0
-retry_interval = 1.0
-register_window = 5.0
-audit_window = 20.0
-[data]
-subjects = 30
-"""
+ROUND = ROUND_FILE
 
 
 def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
