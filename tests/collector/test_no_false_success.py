@@ -12,11 +12,15 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
+from coutil.protocol import topics
 from tests.net.helpers import Mosquitto
 
 
@@ -42,6 +46,22 @@ def _registrations(db: Path) -> int:
             return int(conn.execute("SELECT COUNT(*) FROM registrations").fetchone()[0])
     except sqlite3.OperationalError:
         return 0
+
+
+class _FirstGroupMessage:
+    """Sees the first message a member publishes to her group: the subjects have their assignments."""
+
+    def __init__(self, port: int) -> None:
+        self.seen = threading.Event()
+        self._client = mqtt.Client(CallbackAPIVersion.VERSION2)
+        self._client.on_message = lambda client, userdata, message: self.seen.set()
+        self._client.connect("127.0.0.1", port)
+        self._client.subscribe(f"{topics.PREFIX}/+/s/+/group")
+        self._client.loop_start()
+
+    def close(self) -> None:
+        self._client.loop_stop()
+        self._client.disconnect()
 
 
 def _one_error_line(err: str) -> str:
@@ -87,6 +107,7 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
     broker.start()
     db = tmp_path / "c.sqlite"
     procs: list[subprocess.Popen[str]] = []
+    sharing = _FirstGroupMessage(broker.port)
     try:
         serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(db), "--k", "3",
                        "--register-window", "60", "--expected", "4", "--set", "step_timeout=0.5",
@@ -105,6 +126,9 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
         while _registrations(db) < 4 and time.monotonic() < limit:
             time.sleep(0.05)
         assert _registrations(db) == 4
+        # Until a subject has her assignment, the registration deadline (60 s away) still stands for her,
+        # rightly: kill once the members speak in their group, and before the round can be over.
+        assert sharing.seen.wait(60)
         serve.send_signal(signal.SIGKILL)  # registration closed: the round is in its sharing phase
         serve.wait(10)
         started = time.monotonic()
@@ -119,4 +143,5 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+        sharing.close()
         broker.stop()
