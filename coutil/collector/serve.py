@@ -23,6 +23,7 @@ from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event, RoundAborted
+from coutil.round.parallel import ThreadPool
 
 #: Writes one structured log record.
 LogSink = Callable[..., None]
@@ -74,9 +75,10 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
     """Run ``rounds`` rounds (0: forever) over ``address``; every acknowledgement is committed first."""
     secret = load_or_create_secret(db)
     served: list[ServedRound] = []
-    with CollectorStore(db) as store:
+    # Spare cores open each group's records while the service reads the other groups' reveals.
+    with CollectorStore(db) as store, ThreadPool() as opener:
         while rounds == 0 or len(served) < rounds:
-            opened = open_round(store, secret, config, time.time())
+            opened = open_round(store, secret, config, time.time(), pool=opener)
             collector = opened.collector
             log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
                 collector_key=collector.node.public_key.hex())

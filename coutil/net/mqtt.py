@@ -23,11 +23,16 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 import aiomqtt
+from paho.mqtt import client as paho_client
+from paho.mqtt.client import DISCONNECT, PUBACK, PUBLISH
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from coutil.errors import InputError
 from coutil.net.broker import DEFAULT_MAX_MESSAGE_BYTES
@@ -127,8 +132,10 @@ class DriverOptions:
     #: Messages queued per node (while disconnected, or behind a slow broker); the oldest is dropped
     #: beyond this. The collector queues one assign and one run start per subject at once.
     max_outbox: int = 1_000_000
-    #: QoS 1 publishes of one node in flight at once (ordered issue, pipelined acks). Also paho's
-    #: in-flight limit (its default, 20, throttles the collector's bursts of assigns and run starts).
+    #: QoS 1 publishes of one connection in flight at once (ordered issue, pipelined acks; the
+    #: driver awaits each window). paho's own in-flight limit is off: its default, 20, throttled the
+    #: collector's bursts of assigns and run starts, and any limit makes paho scan every message in
+    #: flight on each acknowledgement (at 10^5 subjects, seconds of the collector's busiest phase).
     publish_window: int = 256
     #: Node calls the driver makes in a row before it lets the event loop run (socket I/O, the
     #: broker's acknowledgements, keep-alive pings). A message for more hosted nodes than this (the
@@ -218,9 +225,85 @@ class HostStats:
 
 #: MQTT packets read per wake-up of a readable socket (see `_BurstReadingClient`).
 READ_BURST = 64
+#: Bytes asked of the socket at once. paho asks for each packet's first byte, then its length byte by
+#: byte, then its body: three system calls or more per message, most of a small message's cost.
+RECV_CHUNK = 256 * 1024
+#: Bytes of queued packets joined into one send (see `_BurstReadingClient._packet_write`).
+SEND_CHUNK = 1024 * 1024
 
 
 PayloadHandler = Callable[[str, bytes], None]
+
+
+_PUBACK_SUCCESS = ReasonCode(PacketTypes.PUBACK)
+_NO_PROPERTIES = Properties(PacketTypes.PUBACK)  # type: ignore[no-untyped-call]
+
+
+class _BufferedPahoClient(paho_client.Client):
+    """paho's client with buffered socket I/O (no new state but the read buffer; same wire bytes).
+
+    paho issues a system call per packet part (``_sock_recv``: the first byte, the length byte by
+    byte, the body) and a ``send`` per queued packet; with TCP_NODELAY each send is a segment the
+    broker reads on its own. Here the socket is read `RECV_CHUNK` bytes at a time, and the packets
+    queued when the socket is writable leave in one ``send`` (up to `SEND_CHUNK`), in order.
+    """
+
+    _rbuf: bytes = b""
+    _rpos: int = 0
+
+    def reset_buffer(self) -> None:
+        """A new connection: nothing of the old one's stream is valid."""
+        self._rbuf, self._rpos = b"", 0
+
+    def buffered(self) -> bool:
+        """Bytes are read but not yet taken: the socket will not signal them again."""
+        return self._rpos < len(self._rbuf)
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        buf, pos = self._rbuf, self._rpos
+        if pos >= len(buf):
+            data = super()._sock_recv(max(bufsize, RECV_CHUNK))
+            if len(data) <= bufsize:
+                return data
+            buf, pos = self._rbuf, self._rpos = data, 0
+        end = min(pos + bufsize, len(buf))
+        self._rpos = end
+        return buf[pos:end]
+
+    def _packet_write(self) -> MQTTErrorCode:
+        # A run of packets that need nothing after their write (paho acts after writing a QoS 0
+        # PUBLISH or a DISCONNECT) is joined into one packet; paho's partial-write handling applies.
+        queue = self._out_packet
+        if len(queue) > 1:
+            parts: list[bytes] = []
+            size = 0
+            while queue and size < SEND_CHUNK:
+                packet = queue[0]
+                command = packet["command"] & 0xF0
+                if command == DISCONNECT or (command == PUBLISH and packet["qos"] == 0):
+                    break
+                queue.popleft()
+                part = bytes(packet["packet"][packet["pos"]:])
+                parts.append(part)
+                size += len(part)
+            if parts:
+                data = parts[0] if len(parts) == 1 else b"".join(parts)
+                queue.appendleft({"command": PUBACK, "mid": 0, "qos": 1, "pos": 0, "to_process": len(data),
+                                  "packet": data, "info": None})
+        return super()._packet_write()
+
+    def _handle_pubackcomp(self, cmd: Literal["PUBACK", "PUBCOMP"]) -> MQTTErrorCode:
+        # An MQTT 3.1.1 PUBACK is its packet id alone; paho builds a reason code and a property
+        # set for each (a fifth of its cost per publish). The same constant pair goes to aiomqtt,
+        # which ignores both.
+        packet = self._in_packet["packet"]
+        if cmd == "PUBACK" and self._protocol != paho_client.MQTTv5 and len(packet) == 2:
+            mid = (packet[0] << 8) | packet[1]
+            with self._out_message_mutex:
+                if mid in self._out_messages:
+                    return self._do_on_publish(mid, _PUBACK_SUCCESS, _NO_PROPERTIES)
+            return MQTTErrorCode.MQTT_ERR_SUCCESS
+        return super()._handle_pubackcomp(cmd)
 
 
 class _BurstReadingClient(aiomqtt.Client):
@@ -237,9 +320,15 @@ class _BurstReadingClient(aiomqtt.Client):
     aiomqtt queues every message as a `aiomqtt.Message` and its iterator creates a task and an
     `asyncio.wait` per message; with 10^4 hosted subjects that was a tenth of the process's time.
     `on_payload` is called synchronously from the read callback instead; it must not raise.
+
+    Its paho client is a `_BufferedPahoClient`.
     """
 
     on_payload: PayloadHandler | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client.__class__ = _BufferedPahoClient  # same state, buffered socket I/O
 
     # A subscribe or unsubscribe abandoned at a timeout or when hosting stops is still answered by
     # the broker; aiomqtt logs each such answer with a traceback. Nobody waits for it: drop it.
@@ -264,7 +353,10 @@ class _BurstReadingClient(aiomqtt.Client):
 
     def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
         super()._on_socket_open(client, userdata, sock)
+        buffered = cast(_BufferedPahoClient, client)
+        buffered.reset_buffer()
         disconnected = self._disconnected
+        loop = self._loop
 
         def read_burst() -> None:
             try:
@@ -280,6 +372,9 @@ class _BurstReadingClient(aiomqtt.Client):
                 # TLS sockets can hold decoded bytes that no longer make the socket readable.
                 while client._sock is not None and hasattr(client._sock, "pending") and client._sock.pending() > 0:
                     client.loop_read()
+                # Neither can bytes already read into the buffer: their turn comes after others'.
+                if client._sock is not None and buffered.buffered():
+                    loop.call_soon(read_burst)
             except Exception as exc:  # as aiomqtt does: a broken connection ends the session
                 if not disconnected.done():
                     disconnected.set_exception(exc)
@@ -314,7 +409,7 @@ def make_client(address: BrokerAddress, client_id: str, options: DriverOptions,
         timeout=options.connect_attempt_timeout,
         tls_params=address.tls_parameters(),
         tls_insecure=address.insecure if address.tls else None,
-        max_inflight_messages=options.publish_window,
+        max_inflight_messages=0,  # unlimited: the driver's window bounds it (`DriverOptions.publish_window`)
         # Small request/ack messages: without TCP_NODELAY, Nagle's algorithm meeting delayed ACKs
         # adds ~40 ms to every hop (measured: 88 ms per request/ack cycle on loopback).
         socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],

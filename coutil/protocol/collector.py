@@ -20,7 +20,7 @@ import numpy as np
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
-from coutil.protocol.collector_groups import GroupMessage, GroupState, merge_target
+from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, merge_target
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.events import (
@@ -64,7 +64,7 @@ from coutil.protocol.messages import (
     VerdictAck,
     Vote,
 )
-from coutil.protocol.node import Outgoing, RandomSource, Rejection
+from coutil.protocol.node import SERIAL_POOL, Outgoing, Pending, RandomSource, Rejection, WorkPool
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap, fair_order
 from coutil.protocol.states import CollectorState
@@ -129,6 +129,7 @@ class CollectorNode:
         limits: codec.Limits | None = None,
         decode_cache: codec.DecodeCache | None = None,
         outage_limit: float = OUTAGE_LIMIT,
+        pool: WorkPool = SERIAL_POOL,
     ) -> None:
         if len(round_id) != 16:
             raise ValueError("round_id must be 16 bytes")
@@ -142,6 +143,9 @@ class CollectorNode:
         #: Shared with the subjects hosted in the same process, if any (see `codec.DecodeCache`).
         self._decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache(capacity=1024)
         self._kx = crypto.KxKey.generate(rng)
+        #: Where the groups' records are opened (see `WorkPool`); needed at the release.
+        self._pool = pool
+        self._opening: dict[int, Pending[list[Record | None]]] = {}
         self.state = CollectorState.CREATED
         self.rejections: list[Rejection] = []
         self._events: list[CollectorEvent] = []
@@ -566,20 +570,30 @@ class CollectorNode:
         return [msg]
 
     def _open_group(self, group: GroupState, now: float) -> list[Outgoing]:
-        records = group.open_records(self.round_id, self._kx, len(self.config.confidential))
+        """Every reveal is in: the group is over (``group_done``); its records open in the pool, and
+        are taken at the release (`_take_openings`), so that the cores the pool has open them while
+        this node reads the other groups' reveals."""
+        self._opening[group.label] = group.start_opening(self.round_id, self._kx, len(self.config.confidential),
+                                                         self._pool)
         self._track(group)
-        if len(records) >= self.config.k:
-            self._records[group.label] = records
-        else:
-            # Garbage inner layers left fewer than k records: the group is suppressed, never released
-            # below k, and never re-run (its secrets are out). SPEC §4 share.7.
-            self._event(GroupSuppressed(now, group.label, len(records), "below_k_after_open"))
         self._resend.cancel(("reveal_open", group.label))
         message = group.done_message(self.round_id, self.public_key)
         out = Outgoing(topics.group_control(self.round_id, group.label), self._sign(message))
         self._done_out[group.label] = out
-        self._event(GroupOpened(now, group.label, group.run, len(records), group.undecryptable))
         return [out]
+
+    def _take_openings(self, now: float) -> None:
+        for label in sorted(self._opening):
+            group = self._groups[label]
+            records = group.finish_opening(self._opening[label].result())
+            if len(records) >= self.config.k:
+                self._records[label] = records
+            else:
+                # Garbage inner layers left fewer than k records: the group is suppressed, never released
+                # below k, and never re-run (its secrets are out). SPEC §4 share.7.
+                self._event(GroupSuppressed(now, label, len(records), "below_k_after_open"))
+            self._event(GroupOpened(now, label, group.run, len(records), group.undecryptable))
+        self._opening.clear()
 
     def _answer_late_reveal(self, group: GroupState, member: bytes) -> list[Outgoing]:
         """A member of an opened group re-sends her reveal: its acknowledgement, ``group_done``, was
@@ -805,6 +819,7 @@ class CollectorNode:
     # ------------------------------------------------------------------ release and audit
     def _publish_release(self, now: float) -> list[Outgoing]:
         assert self._tree is not None
+        self._take_openings(now)
         ids: list[int] = []
         sizes: list[int] = []
         blocks: list[np.ndarray] = []

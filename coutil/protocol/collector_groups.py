@@ -33,10 +33,13 @@ from coutil.protocol.messages import (
     Submit,
     Vote,
 )
+from coutil.protocol.node import SERIAL_POOL, Pending, WorkPool
 from coutil.protocol.shuffle import BlameResult, assign_blame, batch_digest, collector_aad, inner_aad, members_digest
 
 #: The messages a member publishes in her group's runs (the collector hands them to `GroupState.observe`).
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
+#: One subject's confidential values, as opened from a final batch.
+Record: TypeAlias = tuple[float, ...]
 
 
 @dataclass
@@ -223,27 +226,36 @@ class GroupState:
     def done_message(self, round_id: bytes, sender: bytes) -> GroupDone:
         return GroupDone(round_id, sender, self.label, self.run)
 
-    def open_records(self, round_id: bytes, collector_kx: crypto.KxKey, width: int) -> list[tuple[float, ...]]:
-        """Open every item of the final batch: inner sealing with all revealed secrets, then our layer.
+    def start_opening(self, round_id: bytes, collector_kx: crypto.KxKey, width: int,
+                      pool: WorkPool = SERIAL_POOL) -> Pending[list[Record | None]]:
+        """Hand the opening of every item of the final batch to ``pool`` (inner sealing with all
+        revealed secrets, then our layer: six X25519 operations an item); the group is over.
 
-        An item that does not open (its author's inner layers are garbage although she voted go) is
-        counted in ``undecryptable`` and left out; the caller releases the group only if at least k
-        records remain (SPEC §4 share.7: never a second run once secrets are out)."""
+        An item that does not open (its author's inner layers are garbage although she voted go)
+        comes back as None: `finish_opening` counts it in ``undecryptable`` and leaves it out, and
+        the caller releases the group only if at least k records remain (SPEC §4 share.7: never a
+        second run once secrets are out)."""
         final = self.final_batch
         assert final is not None
         secrets = [crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members]
-        records: list[tuple[float, ...]] = []
         aad_inner = inner_aad(round_id, self.label, self.run)
         aad_record = collector_aad(round_id)
-        for item in final:
+
+        def open_item(item: bytes) -> Record | None:
             try:
                 innermost = crypto.open_with_all(secrets, item, aad_inner)
-                records.append(crypto.decode_record(crypto.open_sealed(collector_kx, innermost, aad_record), width))
+                return crypto.decode_record(crypto.open_sealed(collector_kx, innermost, aad_record), width)
             except (crypto.CryptoError, ValueError):
-                # Cannot be attributed without breaking unlinkability: counted and left out.
-                self.undecryptable += 1
+                return None  # cannot be attributed without breaking unlinkability: counted, left out
+
         self.opened = True
         self.active = False
+        return pool.submit(open_item, final)
+
+    def finish_opening(self, opened: list[Record | None]) -> list[Record]:
+        """The records that opened (see `start_opening`)."""
+        records = [record for record in opened if record is not None]
+        self.undecryptable += len(opened) - len(records)
         return records
 
     def blame(self, round_id: bytes) -> BlameResult:

@@ -17,25 +17,67 @@ import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, cast
+from typing import Generic, Protocol, TypeVar, cast
 
 # Re-exported: the event base class moved to coutil.protocol.events with the typed events.
 from coutil.protocol.events import Event
 
 __all__ = [
+    "SERIAL_POOL",
+    "Done",
     "Event",
     "Node",
     "Outgoing",
+    "Pending",
     "RandomSource",
     "Rejection",
     "SeededRandom",
+    "SerialPool",
     "SystemRandom",
     "TransportAware",
+    "WorkPool",
     "shuffle_in_place",
     "transport_hook",
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Pending(Protocol[R_co]):
+    """Work handed to a `WorkPool`: ``result()`` waits for it (at once for `SERIAL_POOL`)."""
+
+    def result(self) -> R_co: ...
+
+
+class WorkPool(Protocol):
+    """Runs a pure function over items, results in the items' order: how a node spends CPU on
+    independent work whose result it needs only later (opening a group's records, needed at the
+    release). Injected like the clock and randomness: `SERIAL_POOL` computes at submission; a
+    driver with spare cores passes one that computes meanwhile (`coutil.round.parallel`)."""
+
+    def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> Pending[list[R]]: ...
+
+
+@dataclass(frozen=True)
+class Done(Generic[R]):
+    """A result computed already (`SerialPool`)."""
+
+    value: R
+
+    def result(self) -> R:
+        return self.value
+
+
+class SerialPool:
+    """The `WorkPool` of a node nobody gave threads: the work is done when it is submitted."""
+
+    def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> Done[list[R]]:
+        return Done([fn(item) for item in items])
+
+
+SERIAL_POOL = SerialPool()
 
 
 @dataclass(frozen=True)

@@ -339,7 +339,7 @@ class SubjectNode:
     def _emit(self, topic: str, message: Message) -> Outgoing:
         """Sign ``message`` for ``topic``: every group message she sends passes here (one place for a
         deviating subclass to alter what she sends)."""
-        return Outgoing(topic, codec.encode(message, self._identity))
+        return Outgoing(topic, self._caches.encode(message, self._identity))
 
     def _publish_group(self, message: Message) -> Outgoing:
         assert self._round_id is not None
@@ -369,7 +369,7 @@ class SubjectNode:
     def _send_fetch(self, what: str, now: float) -> list[Outgoing]:
         assert self._round_id is not None
         fetch = Fetch(self._round_id, self.public_key, what)
-        out = Outgoing(topics.subject_up(self._round_id, self.public_key), codec.encode(fetch, self._identity))
+        out = Outgoing(topics.subject_up(self._round_id, self.public_key), self._caches.encode(fetch, self._identity))
         self._resend.arm(("fetch", what), out, now)
         return [out]
 
@@ -396,7 +396,7 @@ class SubjectNode:
         self._params = params
         self._resend.limit_interval(params.step_timeout / 4)
         register = Register(message.round_id, self.public_key, self._qi)
-        data = codec.encode(register, self._identity)
+        data = self._caches.encode(register, self._identity)
         self._register_digest = codec.payload_digest_of(data)
         out = Outgoing(topics.subject_up(message.round_id, self.public_key), data)
         self._resend.arm("register", out, now)
@@ -803,7 +803,7 @@ class SubjectNode:
         accept = result.accept and not complaints
         reason = complaints[0] if complaints else result.reason
         verdict = Verdict(self._round_id, self.public_key, accept, reason, digest, self._view_root())
-        data = codec.encode(verdict, self._identity)
+        data = self._caches.encode(verdict, self._identity)
         self._verdict_digest = codec.payload_digest_of(data)
         self.verdict = verdict
         out = Outgoing(topics.subject_up(self._round_id, self.public_key), data)

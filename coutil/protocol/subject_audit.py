@@ -30,7 +30,8 @@ from coutil.audit.subject import (
     build_release_view as build_view,
 )
 from coutil.protocol import codec, merkle
-from coutil.protocol.messages import Release, RoundParams
+from coutil.protocol.crypto import SigningKey
+from coutil.protocol.messages import Message, Release, RoundParams
 
 #: The subject's verdict (the name the protocol modules use).
 SubjectVerdict = SubjectAudit
@@ -127,6 +128,10 @@ class SharedCaches:
 
     def decode(self, payload: bytes, limits: codec.Limits) -> codec.Decoded:
         return self.decode_cache.decode(payload, limits)
+
+    def encode(self, message: Message, signing_key: SigningKey) -> bytes:
+        """Sign ``message``; the envelope counts as verified for this process (`codec.DecodeCache.encode`)."""
+        return self.decode_cache.encode(message, signing_key)
 
     @staticmethod
     def view_key(digest: bytes, random_records: int, n_qi: int) -> bytes:

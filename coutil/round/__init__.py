@@ -11,7 +11,8 @@
 - `simulation`: fault plans and synthetic records;
 - the drivers: `memory` (the in-memory bus, virtual time), `mqtt` (a real broker) and `workers`
   (subjects hosted in worker processes against that broker); `subjects` hosts the subjects of a
-  deployed swarm or of one person; `heap` keeps the garbage collector off the nodes while a round runs.
+  deployed swarm or of one person; `heap` keeps the garbage collector off the nodes while a round runs;
+  `parallel` gives a collector threads to open the groups' records on spare cores.
 
 Layers below (`coutil.protocol`, `coutil.net`) never import this package; the collector service
 and the CLI sit above it. The names below are importable from the package itself

@@ -30,6 +30,7 @@ from coutil.protocol.node import Node
 from coutil.protocol.subject import SubjectNode
 from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_collector, build_round_nodes
+from coutil.round.parallel import ThreadPool
 from coutil.round.report import (
     RoundReport,
     count_duplicates_by_kind,
@@ -83,12 +84,16 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
                          "a round over MQTT runs on a real broker")
     t0 = time.perf_counter()
     # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
+    # Spare cores open the groups' records at the end of sharing, when the subjects wait (`ThreadPool`).
+    opener = ThreadPool()
     if workers > 0:
-        collector = build_collector(config, seed=seed, fresh_round=True, adversary=adversary, data=data)
+        collector = build_collector(config, seed=seed, fresh_round=True, adversary=adversary, data=data,
+                                    pool=opener)
         subjects: list[SubjectNode] = []
         node_ids: list[str] = []
     else:
-        built = build_round_nodes(data, config, seed=seed, fresh_round=True, adversary=adversary)
+        built = build_round_nodes(data, config, seed=seed, fresh_round=True, adversary=adversary,
+                                  pool=opener)
         collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
     tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None or adversary is not None)
     setup = time.perf_counter() - t0
@@ -136,6 +141,7 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             return stats
         finally:
             watcher.cancel()
+            opener.close()
             if pool is not None:
                 pool.close()
 

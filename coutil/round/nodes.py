@@ -16,7 +16,7 @@ from coutil.errors import InputError
 from coutil.protocol import crypto
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.node import SeededRandom, SystemRandom
+from coutil.protocol.node import SERIAL_POOL, SeededRandom, SystemRandom, WorkPool
 from coutil.protocol.retry import NewsClock
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
@@ -37,7 +37,8 @@ class RoundNodes:
 
 
 def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False,
-                      adversary: AdversaryPlan | None = None, identity_seed: int | None = None) -> RoundNodes:
+                      adversary: AdversaryPlan | None = None, identity_seed: int | None = None,
+                      pool: WorkPool = SERIAL_POOL) -> RoundNodes:
     """The nodes of one round over ``data``.
 
     Every key derives from ``seed``. ``fresh_round`` draws the collector's key and the round id from
@@ -46,11 +47,12 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_ro
     gives the collector and chosen rows their strategy (`coutil.adversary`): a strategy is just
     another node class, so every driver runs it. ``identity_seed`` derives the collector's long-term
     key from another seed than the rest (a collector's other round: same key, another round id).
+    ``pool``: the collector's `WorkPool` (threads from a driver with spare cores).
     """
     # One decode cache for every node of the process: each message is verified once, not once per receiver.
     caches = SharedCaches()
     collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches, adversary=adversary,
-                                data=data, identity_seed=identity_seed)
+                                data=data, identity_seed=identity_seed, pool=pool)
     subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),
                                              caches=caches, adversary=adversary)
     deviants = {} if adversary is None else {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
@@ -59,7 +61,8 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_ro
 
 def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False,
                     caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None,
-                    data: Dataset | None = None, identity_seed: int | None = None) -> CollectorNode:
+                    data: Dataset | None = None, identity_seed: int | None = None,
+                    pool: WorkPool = SERIAL_POOL) -> CollectorNode:
     """The round's collector (see `build_round_nodes` for ``seed`` and ``fresh_round``); of the
     plan's collector strategy if it has one (one that targets a victim needs ``data`` to find her key)."""
     root = SeededRandom(seed)
@@ -75,7 +78,7 @@ def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False
     if adversary is not None and adversary.collector is not None:
         cls = collector_strategy(adversary.collector)
     collector = cls(config, identity=identity, rng=collector_rng, round_id=round_id,
-                    decode_cache=None if caches is None else caches.decode_cache)
+                    decode_cache=None if caches is None else caches.decode_cache, pool=pool)
     if adversary is not None and adversary.collector is not None:
         collector.configure(dict(adversary.collector_params))  # type: ignore[attr-defined]
         victim = adversary.victim_row()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import coutil.protocol
 
-FORBIDDEN = {"asyncio", "time", "random", "socket", "aiomqtt", "amqtt", "paho", "threading", "selectors", "datetime"}
+FORBIDDEN = {"asyncio", "time", "random", "socket", "aiomqtt", "amqtt", "paho", "threading", "selectors", "datetime",
+             "concurrent"}
 PROTOCOL_DIR = Path(coutil.protocol.__file__).parent
 
 
