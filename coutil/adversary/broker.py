@@ -275,10 +275,11 @@ class ReplayRound(BrokerStrategy):
 
 
 class DropVictim(BrokerStrategy):
-    """Drops every message from or to the victim from a phase on (``after``), for ``duration`` seconds
-    (0: for good). ``against_earlier``: the collector ran an earlier round over the same records (with
-    ``earlier_offset``, as for ``replay-round``) and the broker subtracts this release from that one
-    (SPEC §3: the difference of two releases, the known limit across rounds)."""
+    """Drops every message from or to the victim from a phase on (``after``: the first message of that
+    kind she sends or is sent), for ``duration`` seconds (0: for good). ``against_earlier``: the
+    collector ran an earlier round over the same records (with ``earlier_offset``, as for
+    ``replay-round``) and the broker subtracts this release from that one (SPEC §3: the difference of
+    two releases, the known limit across rounds)."""
 
     NAME = "drop-victim"
     NEEDS_VICTIM = True
@@ -297,19 +298,27 @@ class DropVictim(BrokerStrategy):
         duration = self.param_float("duration")
         return self._from is not None and now >= self._from and (duration <= 0 or now < self._from + duration)
 
-    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
-                   retain: bool) -> tuple[bool, list[Injection]]:
+    def _starts(self, now: float, payload: bytes) -> None:
+        # The phase as the victim meets it: the first message of that kind she sends or is sent (the
+        # collector starts each group's run as soon as that group's members are assigned).
         if self._from is None:
             seen = peek(payload)
             if seen is not None and seen.tag == self.param_str("after") and seen.round_id == self.round_id:
                 self._from = now
-        if sender == self.victim and self._dropping(now):
-            self.actions["dropped_from_victim"] += 1
-            self.deviated = True
-            return False, []
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        if sender == self.victim:
+            self._starts(now, payload)
+            if self._dropping(now):
+                self.actions["dropped_from_victim"] += 1
+                self.deviated = True
+                return False, []
         return True, []
 
     def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if receiver == self.victim:
+            self._starts(now, payload)
         if receiver == self.victim and self._dropping(now):
             self.actions["dropped_to_victim"] += 1
             self.deviated = True

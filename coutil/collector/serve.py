@@ -9,6 +9,7 @@ and ids, never a confidential value).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event, RoundAborted
-from coutil.round.parallel import ThreadPool
+from coutil.protocol.node import SERIAL_POOL, WorkPool
+from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool
 
 #: Writes one structured log record.
 LogSink = Callable[..., None]
@@ -75,8 +77,12 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
     """Run ``rounds`` rounds (0: forever) over ``address``; every acknowledgement is committed first."""
     secret = load_or_create_secret(db)
     served: list[ServedRound] = []
-    # Spare cores open each group's records while the service reads the other groups' reveals.
-    with CollectorStore(db) as store, ThreadPool() as opener:
+    # Spare cores open each group's records while the service reads the other groups' reveals (when
+    # the rounds are expected large enough to repay starting the pool's processes).
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(CollectorStore(db))
+        opener: WorkPool = (stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM
+                            else SERIAL_POOL)
         while rounds == 0 or len(served) < rounds:
             opened = open_round(store, secret, config, time.time(), pool=opener)
             collector = opened.collector

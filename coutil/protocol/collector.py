@@ -389,9 +389,9 @@ class CollectorNode:
             self._groups[label] = state
             for key in keys:
                 self._group_of[key] = label
-        for key_index, key in enumerate(self._order):
-            if len(self._groups[self._group_of[key]].members) >= self.config.k:  # else suppressed (SafePub)
-                out.extend(self._send_assign(key, key_index, now))
+        # Group after group: its members' assigns, then its shuffle_start. A group starts its run while
+        # the later groups' messages are still being sent (at 10^5 subjects sending them all takes
+        # seconds, and every run waited for the last assign when the shuffle_starts came after them).
         for group in list(self._groups.values()):
             if len(group.members) < self.config.k:
                 # SafePub: a class below k is suppressed, never merged. Its members get no assign (they
@@ -406,6 +406,8 @@ class CollectorNode:
                         self._resend.arm(("suppressed", member), notice, now)
                         out.append(notice)
             else:
+                for key_index in group.indices:
+                    out.extend(self._send_assign(self._order[key_index], key_index, now))
                 out.extend(self._start_run(group, (), now))
         self._event(GroupsFormed(now, n, len(self._groups)))
         self._enter(CollectorState.SHARING)

@@ -14,6 +14,7 @@ are still missing at the deadline.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
@@ -56,6 +57,18 @@ class RunData:
     relay: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     #: Members whose run_keys or vote stated another view of the roster or of the run.
     view_mismatch: list[bytes] = field(default_factory=list)
+
+
+def open_item(secrets: tuple[crypto.KxKey, ...], collector_kx: crypto.KxKey, aad_inner: bytes, aad_record: bytes,
+              width: int, item: bytes) -> Record | None:
+    """One item of a final batch opened: the inner sealing with every member's revealed secret, then
+    the collector's layer; None when it does not open (a module-level function of picklable
+    arguments, so that a `WorkPool` may run it in another process)."""
+    try:
+        innermost = crypto.open_with_all(secrets, item, aad_inner)
+        return crypto.decode_record(crypto.open_sealed(collector_kx, innermost, aad_record), width)
+    except (crypto.CryptoError, ValueError):
+        return None  # cannot be attributed without breaking unlinkability: counted, left out
 
 
 @dataclass
@@ -237,20 +250,12 @@ class GroupState:
         second run once secrets are out)."""
         final = self.final_batch
         assert final is not None
-        secrets = [crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members]
-        aad_inner = inner_aad(round_id, self.label, self.run)
-        aad_record = collector_aad(round_id)
-
-        def open_item(item: bytes) -> Record | None:
-            try:
-                innermost = crypto.open_with_all(secrets, item, aad_inner)
-                return crypto.decode_record(crypto.open_sealed(collector_kx, innermost, aad_record), width)
-            except (crypto.CryptoError, ValueError):
-                return None  # cannot be attributed without breaking unlinkability: counted, left out
-
+        secrets = tuple(crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members)
+        opener = functools.partial(open_item, secrets, collector_kx, inner_aad(round_id, self.label, self.run),
+                                   collector_aad(round_id), width)
         self.opened = True
         self.active = False
-        return pool.submit(open_item, final)
+        return pool.submit(opener, final)
 
     def finish_opening(self, opened: list[Record | None]) -> list[Record]:
         """The records that opened (see `start_opening`)."""

@@ -26,11 +26,11 @@ from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.node import Node
+from coutil.protocol.node import SERIAL_POOL, Node
 from coutil.protocol.subject import SubjectNode
 from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_collector, build_round_nodes
-from coutil.round.parallel import ThreadPool
+from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool
 from coutil.round.report import (
     RoundReport,
     count_duplicates_by_kind,
@@ -84,16 +84,18 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
                          "a round over MQTT runs on a real broker")
     t0 = time.perf_counter()
     # A fresh collector key and round id: a broker keeps the retained bulletins of earlier rounds.
-    # Spare cores open the groups' records at the end of sharing, when the subjects wait (`ThreadPool`).
-    opener = ThreadPool()
+    # Spare cores open the groups' records at the end of sharing, when the subjects wait (`ProcessPool`);
+    # a small round opens them in a fraction of the second the pool's processes take to start.
+    opener = ProcessPool() if data.n >= PROCESS_POOL_FROM else None
+    pool_or_serial = opener if opener is not None else SERIAL_POOL
     if workers > 0:
         collector = build_collector(config, seed=seed, fresh_round=True, adversary=adversary, data=data,
-                                    pool=opener)
+                                    pool=pool_or_serial)
         subjects: list[SubjectNode] = []
         node_ids: list[str] = []
     else:
         built = build_round_nodes(data, config, seed=seed, fresh_round=True, adversary=adversary,
-                                  pool=opener)
+                                  pool=pool_or_serial)
         collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
     tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None or adversary is not None)
     setup = time.perf_counter() - t0
@@ -141,7 +143,8 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             return stats
         finally:
             watcher.cancel()
-            opener.close()
+            if opener is not None:
+                opener.close()
             if pool is not None:
                 pool.close()
 

@@ -8,6 +8,7 @@ Reproduce with (from the repository root, venv active)::
     python simulations/bench/bench_round_mqtt.py --sizes 1000 --hosting per-subject --workers 0
     python simulations/bench/bench_round_mqtt.py --sizes 10000 --workers 1 2 3
     python simulations/bench/bench_round_mqtt.py --sizes 200 --quick   # smoke run, bench_round_mqtt_quick.json
+    python simulations/bench/bench_round_mqtt.py --sizes 100000 --workers 2 --cpu-timeline   # + CPU per second
 
 Each run is what ``coutil run --broker URL`` does (`coutil.round.mqtt.run_mqtt_round_async`), in a
 fresh process of its own (a run must not inherit the previous one's heap): one collector and N
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import platform
@@ -46,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cpu_timeline import SERIAL_BELOW, CpuTimeline, plot
 from private_brokers import KINDS, MOSQUITTO_SETTINGS, private_broker, unavailable, version
 
 from coutil.protocol.config import RoundConfig
@@ -113,15 +116,21 @@ async def _round(n: int, k: int, seed: int, kind: str, broker: str | None, hosti
     }
 
 
-def _run(n: int, k: int, seed: int, broker_kind: str, hosting: str, workers: int) -> dict[str, Any] | None:
-    if broker_kind == "embedded":
-        return asyncio.run(_round(n, k, seed, broker_kind, None, hosting, workers))
-    reason = unavailable(broker_kind)
-    if reason is not None:
-        print(f"{broker_kind}: skipped ({reason})", file=sys.stderr)
-        return None
-    with private_broker(broker_kind) as url:
-        return asyncio.run(_round(n, k, seed, broker_kind, url, hosting, workers))
+def _run(n: int, k: int, seed: int, broker_kind: str, hosting: str, workers: int,
+         cpu_timeline: bool = False) -> dict[str, Any] | None:
+    if broker_kind != "embedded":
+        reason = unavailable(broker_kind)
+        if reason is not None:
+            print(f"{broker_kind}: skipped ({reason})", file=sys.stderr)
+            return None
+    with contextlib.ExitStack() as stack:
+        url = None if broker_kind == "embedded" else stack.enter_context(private_broker(broker_kind))
+        # Sampled from before the broker starts: the broker is this process's child, as are the workers.
+        timeline = stack.enter_context(CpuTimeline()) if cpu_timeline else None
+        row = asyncio.run(_round(n, k, seed, broker_kind, url, hosting, workers))
+    if timeline is not None:
+        row["cpu_timeline"] = timeline.as_dict()
+    return row
 
 
 def _child_run(connection: Any, args: tuple[Any, ...]) -> None:
@@ -150,6 +159,18 @@ def _isolated_run(*args: Any) -> dict[str, Any] | None:
         raise RuntimeError(payload)
     row: dict[str, Any] | None = payload
     return row
+
+
+def _report_timeline(row: dict[str, Any], out: Path) -> None:
+    timeline = row.get("cpu_timeline")
+    if timeline is None:
+        return
+    alone = ", ".join(f"{role} {seconds:.0f} s" for role, seconds in timeline["serial_seconds"].items()) or "none"
+    print(f"  seconds in which one process worked alone (< {SERIAL_BELOW} cores in all): {alone}", file=sys.stderr)
+    png = out.with_name(f"{out.stem}_cpu_{row['broker']}_w{row['workers']}_{row['subjects']}.png")
+    title = f"{row['subjects']:,} subjects, {row['broker']}, {row['workers']} workers: {row['wall_round_s']:.0f} s"
+    if plot(timeline, title, png):
+        print(f"  wrote {png}", file=sys.stderr)
 
 
 def _raise_fd_limit(needed: int) -> None:
@@ -191,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="write bench_round_mqtt_quick.json instead")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cpu-timeline", action="store_true",
+                        help="sample every process's CPU each second: JSON 'cpu_timeline', a PNG per run beside it")
     args = parser.parse_args(argv)
     out = args.out or RESULTS_DIR / ("bench_round_mqtt_quick.json" if args.quick else "bench_round_mqtt.json")
     _raise_fd_limit(2 * max(args.sizes) + 512)
@@ -200,9 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             for hosting in args.hosting:
                 for workers in args.workers:
                     print(f"running {broker} {hosting} workers={workers} n={n} ...", file=sys.stderr, flush=True)
-                    row = _isolated_run(n, args.k, args.seed, broker, hosting, workers)
+                    row = _isolated_run(n, args.k, args.seed, broker, hosting, workers, args.cpu_timeline)
                     if row is not None:
                         rows.append(row)
+                        _report_timeline(row, out)
     print(_table(rows))
     ratios: dict[str, dict[str, float]] = {}
     if rows:

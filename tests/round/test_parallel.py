@@ -1,4 +1,4 @@
-"""`ThreadPool`: the collector's spare-core `WorkPool` gives exactly what `SERIAL_POOL` gives."""
+"""`ProcessPool` and `ThreadPool`: a collector's spare-core `WorkPool` gives exactly what `SERIAL_POOL` gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from coutil.net.memory import MemoryBus
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SERIAL_POOL, WorkPool
 from coutil.round.nodes import build_round_nodes
-from coutil.round.parallel import ThreadPool
+from coutil.round.parallel import ProcessPool, ThreadPool
 from coutil.round.simulation import synthetic_dataset
 
 
@@ -62,3 +62,22 @@ def test_a_collector_opening_records_on_threads_releases_what_a_serial_one_does(
         rows, sizes = _release(pool)
     assert sizes == serial_sizes and sum(sizes) == 30
     np.testing.assert_array_equal(rows, serial_rows)
+
+
+def test_a_collector_opening_records_in_processes_releases_what_a_serial_one_does() -> None:
+    serial_rows, serial_sizes = _release(SERIAL_POOL)
+    with ProcessPool(2) as pool:
+        rows, sizes = _release(pool)
+    assert sizes == serial_sizes
+    np.testing.assert_array_equal(rows, serial_rows)
+
+
+def _pid(_: int) -> int:
+    import os
+    return os.getpid()
+
+
+def test_a_process_pool_runs_in_other_processes() -> None:
+    import os
+    with ProcessPool(1) as pool:
+        assert set(pool.submit(_pid, [1, 2, 3]).result()) - {os.getpid()} == set(pool.submit(_pid, [4]).result())

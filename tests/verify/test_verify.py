@@ -130,6 +130,7 @@ class PublishBelowK(CollectorNode):
     """publish-below-k: drops one record of the smallest group and publishes it anyway (k - 1 records)."""
 
     def _publish_release(self, now: float) -> list[Outgoing]:
+        self._take_openings(now)  # the records opened so far (the release takes them, here taken first)
         label = min(self._records, key=lambda g: len(self._records[g]))
         self._records[label] = self._records[label][:CONFIG.k - 1]
         real = self.config
@@ -314,6 +315,7 @@ class FabricatedRows(CollectorNode):
     """fabricate-members in the release only: one more record in the largest group than it has members."""
 
     def _publish_release(self, now: float) -> list[Outgoing]:
+        self._take_openings(now)  # the records opened so far (the release takes them, here taken first)
         label = max(self._records, key=lambda g: len(self._records[g]))
         self._records[label] = [*self._records[label], (12345.0,)]
         return super()._publish_release(now)
