@@ -379,8 +379,11 @@ class _BurstReadingClient(aiomqtt.Client):
                 if not disconnected.done():
                     disconnected.set_exception(exc)
 
-        # Queued after aiomqtt's own add_reader (same thread-safe FIFO), so this one replaces it.
+        # Queued after aiomqtt's own add_reader (same thread-safe FIFO), so this one replaces it; then
+        # one read, for bytes that aiomqtt's reader may have buffered meanwhile (the socket would not
+        # signal them again).
         self._loop.call_soon_threadsafe(self._loop.add_reader, sock.fileno(), read_burst)
+        self._loop.call_soon_threadsafe(read_burst)
 
 
 def client_id_of(node: Node) -> str:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TypeVar
 
+from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -69,8 +71,12 @@ class ProcessPool:
 
     def __init__(self, processes: int | None = None) -> None:
         self.processes = max(1, processes if processes is not None else min(os.cpu_count() or 1, 4))
-        self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
-        self._warm = [self._executor.submit(_ready) for _ in range(self.processes)]
+        # Ctrl-C reaches the whole process group: the pool's processes ignore it (started with SIGINT
+        # ignored, and ignoring it again once up), and the main process ends the pool at its clean-up.
+        with children_ignore_sigint():
+            self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=ignore_sigint)
+            self._warm = [self._executor.submit(_ready) for _ in range(self.processes)]
 
     def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
         return self._executor.submit(_run, fn, items)

@@ -81,3 +81,16 @@ def test_a_process_pool_runs_in_other_processes() -> None:
     import os
     with ProcessPool(1) as pool:
         assert set(pool.submit(_pid, [1, 2, 3]).result()) - {os.getpid()} == set(pool.submit(_pid, [4]).result())
+
+
+def _interrupted_self(_: int) -> int:
+    import os
+    import signal
+    os.kill(os.getpid(), signal.SIGINT)  # what a terminal's Ctrl-C does to the whole process group
+    return os.getpid()
+
+
+def test_a_process_pool_outlives_ctrl_c_its_parent_ends_it() -> None:
+    with ProcessPool(1) as pool:
+        assert pool.submit(_interrupted_self, [1]).result(timeout=30) != 0
+        assert pool.submit(_pid, [2]).result(timeout=30)[0] > 0
