@@ -35,7 +35,7 @@ import numpy as np
 
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.collector import CollectorNode
-from coutil.protocol.collector_groups import GroupMessage, GroupState
+from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item
 from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.shuffle import collector_aad, inner_aad
@@ -47,7 +47,6 @@ __all__ = [
     "RerunSubtract", "SplitViewRelease", "SplitViewRoster",
 ]
 
-Record = tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -95,16 +94,12 @@ class CollectorStrategy(CollectorNode):
         final = group.final_batch
         if final is None:
             return []
-        secrets = [crypto.KxKey.from_secret(group.data.reveals[m]) for m in group.members if m in group.data.reveals]
-        records: list[Record] = []
-        for item in final:
-            try:
-                innermost = crypto.open_with_all(secrets, item, inner_aad(self.round_id, group.label, group.run))
-                plain = crypto.open_sealed(self._kx, innermost, collector_aad(self.round_id))
-                records.append(crypto.decode_record(plain, len(self.config.confidential)))
-            except (crypto.CryptoError, ValueError):
-                continue
-        return records
+        secrets = tuple(crypto.KxKey.from_secret(group.data.reveals[m]) for m in group.members
+                        if m in group.data.reveals)
+        aad_inner, aad_record = inner_aad(self.round_id, group.label, group.run), collector_aad(self.round_id)
+        width = len(self.config.confidential)
+        opened = (open_item(secrets, self._kx, aad_inner, aad_record, width, item) for item in final)
+        return [record for record in opened if record is not None]
 
     def attributions(self) -> dict[bytes, Record]:
         """Records it can attribute to their owner from its openings: a group whose members are all
