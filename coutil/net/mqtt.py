@@ -275,7 +275,7 @@ class _BufferedPahoClient(paho_client.Client):
         # PUBLISH or a DISCONNECT) is joined into one packet; paho's partial-write handling applies.
         queue = self._out_packet
         if len(queue) > 1:
-            parts: list[bytes] = []
+            parts: list[bytes | bytearray] = []
             size = 0
             while queue and size < SEND_CHUNK:
                 packet = queue[0]
@@ -283,7 +283,7 @@ class _BufferedPahoClient(paho_client.Client):
                 if command == DISCONNECT or (command == PUBLISH and packet["qos"] == 0):
                     break
                 queue.popleft()
-                part = bytes(packet["packet"][packet["pos"]:])
+                part = packet["packet"][packet["pos"]:]  # paho's packets are bytearrays: one copy
                 parts.append(part)
                 size += len(part)
             if parts:

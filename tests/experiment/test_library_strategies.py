@@ -5,12 +5,13 @@ reaches the subjects' rows, the summaries and the payoff tables."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from coutil.adversary import COLLECTOR_STRATEGIES, SUBJECT_STRATEGIES
 from coutil.errors import InputError
-from coutil.experiment.config import load_study
+from coutil.experiment.config import Study, load_study
 from coutil.experiment.payoffs import payoff_table
 from coutil.experiment.runner import load_results, run_study
 from coutil.experiment.strategies import DATA_LEVEL, CollectorStrategy, collector_strategy, subject_strategy
@@ -20,6 +21,13 @@ def _study(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "study.toml"
     path.write_text(text)
     return path
+
+
+def _run(tmp_path: Path, text: str) -> tuple[Study, list[dict[str, Any]]]:
+    """The study of ``text``, run in ``tmp_path``, and its results."""
+    study = load_study(_study(tmp_path, text))
+    run_study(study, tmp_path / "out")
+    return study, load_results(study, tmp_path / "out")
 
 
 def test_every_library_strategy_is_a_study_strategy() -> None:
@@ -77,9 +85,7 @@ random_records = 30
 
 
 def test_a_library_deviation_is_detected_its_author_excluded_and_it_costs_her(tmp_path: Path) -> None:
-    study = load_study(_study(tmp_path, SUBJECTS))
-    run_study(study, tmp_path / "out")
-    results = load_results(study, tmp_path / "out")
+    study, results = _run(tmp_path, SUBJECTS)
     for result in results:
         deviation = result["cell"]["deviation"]
         focal = [r for r in result["rows"] if r["focal"]]
@@ -116,9 +122,7 @@ random_records = 30
 
 
 def test_collector_deviations_their_leak_detection_and_payoff(tmp_path: Path) -> None:
-    study = load_study(_study(tmp_path, COLLECTOR))
-    run_study(study, tmp_path / "out")
-    results = load_results(study, tmp_path / "out")
+    study, results = _run(tmp_path, COLLECTOR)
     for result in results:
         summary = result["summary"][0]
         strategy = result["cell"]["collector"]
@@ -161,8 +165,6 @@ def test_a_collector_targets_the_first_focal_subject_who_takes_part(tmp_path: Pa
     text = COLLECTOR.replace('collector = ["honest", "rerun-subtract", "fabricate-isolate"]',
                              'collector = ["fabricate-isolate"]\ndeviation = ["decline"]').replace("seeds = [1, 2, 3]",
                                                                                                   "seeds = [1]")
-    study = load_study(_study(tmp_path, text))
-    run_study(study, tmp_path / "out")
-    (result,) = load_results(study, tmp_path / "out")
+    _, (result,) = _run(tmp_path, text)
     victim = next(r for r in result["rows"] if not r["focal"])
     assert result["summary"][0]["collector_leak"] == 1 and victim["r_collector"] == 1.0
