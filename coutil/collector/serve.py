@@ -22,10 +22,11 @@ from coutil.collector.storage import CollectorStore
 from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress
+from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event, RoundAborted
 from coutil.protocol.node import SERIAL_POOL, WorkPool
-from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool
+from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool, signature_prechecker
 
 #: Writes one structured log record.
 LogSink = Callable[..., None]
@@ -81,11 +82,15 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
     # the rounds are expected large enough to repay starting the pool's processes).
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(CollectorStore(db))
-        opener: WorkPool = (stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM
-                            else SERIAL_POOL)
+        processes = stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM else None
+        opener: WorkPool = processes if processes is not None else SERIAL_POOL
         while rounds == 0 or len(served) < rounds:
-            opened = open_round(store, secret, config, time.time(), pool=opener)
+            cache = codec.DecodeCache(capacity=1024)
+            opened = open_round(store, secret, config, time.time(), pool=opener, decode_cache=cache)
             collector = opened.collector
+            # The same processes verify the signatures of bursts (registrations, verdicts) ahead of the node.
+            checks = {} if processes is None else {collector.client_id: signature_prechecker(
+                processes, cache, codec.Limits(max_message_bytes=config.max_message_bytes))}
             log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
                 collector_key=collector.node.public_key.hex())
             limit = config.register_window + config.audit_window + 200 * config.step_timeout
@@ -102,7 +107,7 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
 
             try:
                 stats = asyncio.run(host_nodes([collector], address, stop_when=finished, timeout=limit,
-                                               on_event=on_event))
+                                               on_event=on_event, checks=checks))
             except OSError as exc:
                 raise NetworkError(f"network error: {exc}") from None
             outcome = collector.node.outcome()

@@ -37,12 +37,13 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import aiomqtt
 from aiomqtt.exceptions import MqttConnectError
 
 from coutil.errors import NetworkError
+from coutil.net.burst import BurstCheck, deliver_checked
 from coutil.net.mqtt import (
     REFUSED_CODES,
     BrokerAddress,
@@ -208,6 +209,9 @@ class _Connection:
         #: Received messages not yet handed to all their targets, oldest first (see `_Host.deliver_backlog`).
         self.backlog: deque[tuple[str, bytes, list[_HostedNode]]] = deque()
         self.backlog_ready = asyncio.Event()
+        #: Checks bursts of received messages ahead of the node (`coutil.net.burst`); every message
+        #: then goes through the backlog.
+        self.check: BurstCheck | None = None
         #: An exception a node raised while handling a message (a bug: it ends hosting).
         self.error: BaseException | None = None
         self.failed = asyncio.Event()
@@ -535,7 +539,7 @@ class _Host:
             targets = connection.targets(topic)
             if not targets:
                 return
-            if connection.backlog or len(targets) > self.options.delivery_chunk:
+            if connection.backlog or len(targets) > self.options.delivery_chunk or connection.check is not None:
                 # Too many node calls for one callback of the event loop (or older messages still
                 # waiting, which this one must not overtake): handed out by `deliver_backlog`.
                 connection.backlog.append((topic, data, list(targets)))
@@ -581,6 +585,15 @@ class _Host:
                     calls = 0
                     await asyncio.sleep(0)
             connection.backlog_ready.clear()
+
+    async def deliver_checked_backlog(self, connection: _Connection, check: BurstCheck) -> None:
+        """`deliver_backlog` for a connection whose bursts are checked ahead (`coutil.net.burst`)."""
+        try:
+            await deliver_checked(connection.backlog, connection.backlog_ready, check, self._deliver_to,
+                                  self.options.delivery_chunk)
+        except Exception as exc:  # a node's bug, as in `_on_payload`
+            connection.error = exc
+            connection.failed.set()
 
     async def _flusher(self, connection: _Connection, client: aiomqtt.Client) -> None:
         timeout = self.options.operation_timeout
@@ -645,6 +658,7 @@ async def host_nodes(
     timeout: float,
     on_event: EventSink | None = None,
     options: DriverOptions | None = None,
+    checks: Mapping[str, BurstCheck] | None = None,
 ) -> HostStats:
     """Run nodes over the broker until ``stop_when()`` holds or ``timeout`` seconds pass.
 
@@ -654,6 +668,8 @@ async def host_nodes(
     the wire); ``stopped_by`` tells whether the condition held or the time ran out. Raises
     `NetworkError` when the broker cannot be reached (or refuses a client) at the start, and
     `ValueError` for two nodes with the same client id. Exceptions raised by a node propagate.
+    ``checks``: per client id of a node with its own connection, what checks bursts of the messages
+    it receives ahead of it (`coutil.net.burst`).
     """
     options = options if options is not None else DriverOptions()
     address = broker_url if isinstance(broker_url, BrokerAddress) else parse_broker_url(broker_url)
@@ -679,13 +695,15 @@ async def host_nodes(
         else:
             single = add(entry)
             connections.append(_Connection(single.client_id, [single], multiplexed=False))
+            connections[-1].check = (checks or {}).get(single.client_id)
     host = _Host(connections, hosted, address, options, on_event)
     started = time.monotonic()
     deadline = started + timeout
     runners = [asyncio.create_task(host.run_connection(c), name=f"mqtt-{c.client_id}") for c in connections]
     timer_task = asyncio.create_task(host.timer_loop(), name="mqtt-timers")
-    deliverers = [asyncio.create_task(host.deliver_backlog(c), name=f"mqtt-deliver-{c.client_id}")
-                  for c in connections if c.multiplexed]
+    deliverers = [asyncio.create_task(host.deliver_backlog(c) if c.check is None
+                                      else host.deliver_checked_backlog(c, c.check), name=f"mqtt-deliver-{c.client_id}")
+                  for c in connections if c.multiplexed or c.check is not None]
     tasks = [*runners, timer_task, *deliverers]
     stopped_by = "timeout"
     try:

@@ -18,6 +18,7 @@ import hashlib
 import math
 import typing
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,9 @@ class Decoded:
     digest: bytes
     #: The whole envelope as received (what a relay re-publishes, signature included).
     envelope: bytes = b""
+
+
+_DEFAULT_LIMITS = Limits()
 
 
 def _bad(detail: str) -> RemoteProtocolError:
@@ -170,11 +174,21 @@ class _Array(_Kind):
         bound = limits.max_long_array_entries if self.long else limits.max_array_entries
         if len(value) > bound:
             raise RemoteProtocolError("oversized", f"{where}: array of {len(value)} entries, limit {bound}")
-        check = self.item.check
+        item = self.item
+        if type(item) is _Bin:
+            # The common array (keys, hashes, ciphertexts): checked in one pass and kept as it is.
+            length = item.length
+            for v in value:
+                if type(v) is not bytes or (length is not None and len(v) != length):
+                    item.check(v, limits, where)  # raises, with the detail
+            return value
+        check = item.check
         return tuple([check(v, limits, where) for v in value])
 
     def wire(self, value: object) -> object:
         if not isinstance(value, (list, tuple)):
+            return value
+        if type(value) is tuple and type(self.item) is _Bin and all(type(v) is bytes for v in value):
             return value
         return tuple([self.item.wire(v) for v in value])
 
@@ -221,10 +235,17 @@ class _Struct(_Kind):
         args = [kind.check(v, limits, f"{where}.{name}") for (name, kind), v in zip(self.fields, value, strict=True)]
         return self.cls(*args)
 
+    def validate(self, value: object, limits: Limits, where: str) -> None:
+        """`check` without building the message (what `encode_payload` needs of its own output)."""
+        if type(value) is not tuple or len(value) != len(self.fields):
+            raise _bad(f"{where}: expected an array of {len(self.fields)} fields")
+        for (name, kind), v in zip(self.fields, value, strict=True):
+            kind.check(v, limits, f"{where}.{name}")
+
     def wire(self, value: object) -> object:
         if not isinstance(value, self.cls):
             return value
-        return tuple(kind.wire(getattr(value, name)) for name, kind in self.fields)
+        return tuple([kind.wire(getattr(value, name)) for name, kind in self.fields])
 
     def plain(self, value: Any) -> object:
         return {name: kind.plain(getattr(value, name)) for name, kind in self.fields}
@@ -372,6 +393,20 @@ def decode(data: bytes, limits: Limits | None = None, verified: VerifiedEnvelope
     return Decoded(message, payload, payload_digest(payload), bytes(data))
 
 
+def verified_digest(limits: Limits, data: bytes) -> bytes | None:
+    """The `VerifiedEnvelopes` digest of ``data`` if it decodes and its signature verifies, else None.
+
+    A module-level function of picklable arguments: a driver has a burst of received envelopes checked
+    in other processes ahead of the node that will decode them (`DecodeCache.remember_digests`). What
+    fails here is not rejected here: the node decodes it as if nothing had been checked.
+    """
+    try:
+        decode(data, limits)
+    except RemoteProtocolError:
+        return None
+    return hashlib.sha256(data).digest()
+
+
 def decode_own(data: bytes, limits: Limits | None = None) -> Message:
     """Decode a message this process encoded and signed itself, WITHOUT checking the signature.
 
@@ -407,6 +442,14 @@ class DecodeCache:
         nodes of one process trust their shared cache."""
         self._verified.add(hashlib.sha256(data).digest())
 
+    def remember_digests(self, digests: Iterable[bytes | None]) -> None:
+        """Record envelopes as verified by their digests (from `verified_digest`, run by a helper
+        process of this one: the node it serves trusts it as it trusts its own thread). None: an
+        envelope that did not verify there, left to `decode`."""
+        for digest in digests:
+            if digest is not None:
+                self._verified.add(digest)
+
     def encode(self, message: Message, signing_key: crypto.SigningKey) -> bytes:
         """`encode`, remembering the envelope as verified: its signature was just made over these
         very bytes, so when the broker hands them back (to fellow members this process hosts) only
@@ -438,7 +481,7 @@ def encode_payload(message: Message) -> bytes:
     body = schema.wire(message)
     assert isinstance(body, tuple)
     try:
-        schema.check(body, Limits(), message.TAG)
+        schema.validate(body, _DEFAULT_LIMITS, message.TAG)
     except RemoteProtocolError as exc:
         raise ValueError(f"cannot encode {message.TAG}: {exc}") from None
     packed: bytes = msgpack.packb((message.TAG, *body), use_bin_type=True)

@@ -9,12 +9,16 @@ thread goes on reading the other groups' reveals. What comes back, in what order
 - `ProcessPool` (what `coutil run` and `coutil collector serve` use): processes of their own, so
   the node's thread and the openings never wait for each other's interpreter lock (measured at
   10^5 subjects, two worker processes: the phase took 25 s at 1.5 cores with threads).
+- `signature_prechecker`: the same processes verify the signatures of a burst of received messages
+  (registrations, verdicts) ahead of the collector's thread (`coutil.net.burst`).
 - `ThreadPool`: threads; libsodium's curve operations run without the GIL (PyNaCl calls them
   through cffi), the Python around them does not.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
@@ -22,6 +26,8 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TypeVar
 
 from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
+from coutil.net.burst import BurstCheck
+from coutil.protocol import codec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -89,3 +95,20 @@ class ProcessPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def signature_prechecker(pool: ProcessPool | ThreadPool, cache: codec.DecodeCache, limits: codec.Limits) -> BurstCheck:
+    """A `coutil.net.burst.BurstCheck` that verifies a burst's signatures in ``pool`` and records the
+    envelopes that verified in ``cache``, the decode cache of the node the burst is for.
+
+    The collector's registrations and verdicts arrive in bursts of tens of thousands, each with a
+    signature that costs the collector's thread more than the rest of the message does; the pool's
+    processes, idle until the release, verify them meanwhile (measured in README, "10^5 subjects
+    over mosquitto")."""
+    verify = functools.partial(codec.verified_digest, limits)
+
+    async def check(payloads: list[bytes]) -> None:
+        digests: list[bytes | None] = await asyncio.wrap_future(pool.submit(verify, payloads))
+        cache.remember_digests(digests)
+
+    return check

@@ -28,8 +28,17 @@ def _old_run(out: Path) -> None:
 
 def _interrupt(args: list[str], sig: signal.Signals, *, to_group: bool, after_children: int,
                delay: float) -> tuple[subprocess.Popen[bytes], str, list[psutil.Process]]:
-    proc = subprocess.Popen([sys.executable, "-m", "coutil", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    # SIGINT as a terminal leaves it: a test run started in the background of a shell (``pytest &``)
+    # has SIGINT ignored, which a child inherits (and Python keeps an ignored SIGINT ignored).
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "coutil", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         me = psutil.Process(proc.pid)
         limit = time.monotonic() + 120

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from coutil.net.memory import MemoryBus
+from coutil.protocol import topics
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SERIAL_POOL, WorkPool
 from coutil.round.nodes import build_round_nodes
-from coutil.round.parallel import ProcessPool, ThreadPool
+from coutil.round.parallel import ProcessPool, ThreadPool, signature_prechecker
 from coutil.round.simulation import synthetic_dataset
 
 
@@ -43,33 +46,41 @@ def test_a_thread_pool_raises_what_an_item_raised_when_the_result_is_taken() -> 
             pending.result()
 
 
-def _release(pool: WorkPool) -> tuple[np.ndarray, tuple[int, ...]]:
+def _release(pool: WorkPool) -> tuple[np.ndarray, tuple[int, ...], list[tuple[str, bytes]]]:
+    """The release, its group sizes, and every message the collector published (topic, exact bytes)."""
     config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=3)
     data = synthetic_dataset(30, config, 4)
     built = build_round_nodes(data, config, seed=4, pool=pool)
-    bus = MemoryBus(seed=4)
+    bus = MemoryBus(seed=4, record_publications=True)
     bus.add_node("collector", built.collector)
     for node_id, subject in zip(built.node_ids, built.subjects, strict=True):
         bus.add_node(node_id, subject)
     assert bus.run_until(until=600.0, predicate=lambda: built.collector.finished) == "predicate"
     outcome = built.collector.outcome()
-    return outcome.rows, outcome.group_sizes
+    assert bus.publications is not None
+    published = [(p.topic, p.payload) for p in bus.publications if p.sender == "collector"]
+    return outcome.rows, outcome.group_sizes, published
 
 
 def test_a_collector_opening_records_on_threads_releases_what_a_serial_one_does() -> None:
-    serial_rows, serial_sizes = _release(SERIAL_POOL)
+    serial_rows, serial_sizes, serial_published = _release(SERIAL_POOL)
     with ThreadPool(2) as pool:
-        rows, sizes = _release(pool)
+        rows, sizes, published = _release(pool)
     assert sizes == serial_sizes and sum(sizes) == 30
     np.testing.assert_array_equal(rows, serial_rows)
+    assert published == serial_published
 
 
-def test_a_collector_opening_records_in_processes_releases_what_a_serial_one_does() -> None:
-    serial_rows, serial_sizes = _release(SERIAL_POOL)
+def test_a_collector_signing_and_opening_in_processes_publishes_what_a_serial_one_does() -> None:
+    serial_rows, serial_sizes, serial_published = _release(SERIAL_POOL)
     with ProcessPool(2) as pool:
-        rows, sizes = _release(pool)
+        rows, sizes, published = _release(pool)
     assert sizes == serial_sizes
     np.testing.assert_array_equal(rows, serial_rows)
+    # The assigns, signed in the pool's processes (`CollectorNode._sign_many`), are the very bytes a
+    # serial collector signs, in the same order among the rest.
+    assert sum(topics.INBOX_MARK in topic for topic, _ in published) >= 30  # an assign (and acks) each
+    assert published == serial_published
 
 
 def _pid(_: int) -> int:
@@ -94,3 +105,41 @@ def test_a_process_pool_outlives_ctrl_c_its_parent_ends_it() -> None:
     with ProcessPool(1) as pool:
         assert pool.submit(_interrupted_self, [1]).result(timeout=30) != 0
         assert pool.submit(_pid, [2]).result(timeout=30)[0] > 0
+
+
+@pytest.mark.broker
+def test_a_round_with_helper_processes_checks_bursts_ahead_and_releases_everyone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`coutil run`'s path from 5,000 subjects (helper processes that verify bursts ahead of the
+    collector, sign its assigns and open records), taken here by 60 subjects over a real mosquitto."""
+    from coutil.net import burst
+    from coutil.round import mqtt as mqtt_driver
+    from tests.net.helpers import Mosquitto
+
+    checked: list[int] = []
+    real_prechecker = signature_prechecker
+
+    def counting_prechecker(*args: Any) -> burst.BurstCheck:
+        check = real_prechecker(*args)
+
+        async def counted(payloads: list[bytes]) -> None:
+            await check(payloads)
+            checked.append(len(payloads))
+
+        return counted
+
+    monkeypatch.setattr(mqtt_driver, "PROCESS_POOL_FROM", 0)
+    monkeypatch.setattr(mqtt_driver, "signature_prechecker", counting_prechecker)
+    monkeypatch.setattr(burst, "CHECK_FROM", 1)  # every batch, however small, goes to the helpers
+    config = RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=3, expected_subjects=60)
+    data = synthetic_dataset(60, config, 5)
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        report, stats = mqtt_driver.run_mqtt_round(data, config, seed=5, broker=broker.url, timeout=240)
+    finally:
+        broker.stop()
+    assert report.completed and stats.stopped_by == "condition"
+    assert int(report.outcome.rows.shape[0]) == 60
+    assert sum(bool(v["accept"]) for v in report.outcome.verdicts) == 60
+    assert sum(checked) >= 120  # at least every registration and every verdict went through the helpers
