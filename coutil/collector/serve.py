@@ -22,7 +22,6 @@ from coutil.collector.storage import CollectorStore
 from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress
-from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event, RoundAborted
 from coutil.protocol.node import SERIAL_POOL, WorkPool
@@ -85,12 +84,10 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
         processes = stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM else None
         opener: WorkPool = processes if processes is not None else SERIAL_POOL
         while rounds == 0 or len(served) < rounds:
-            cache = codec.DecodeCache(capacity=1024)
-            opened = open_round(store, secret, config, time.time(), pool=opener, decode_cache=cache)
+            opened = open_round(store, secret, config, time.time(), pool=opener)
             collector = opened.collector
             # The same processes verify the signatures of bursts (registrations, verdicts) ahead of the node.
-            checks = {} if processes is None else {collector.client_id: signature_prechecker(
-                processes, cache, codec.Limits(max_message_bytes=config.max_message_bytes))}
+            checks = {} if processes is None else {collector.client_id: signature_prechecker(processes, collector.node)}
             log(event="round", round=collector.round_id.hex(), how=opened.how, broker=address.display(),
                 collector_key=collector.node.public_key.hex())
             limit = config.register_window + config.audit_window + 200 * config.step_timeout

@@ -248,10 +248,9 @@ class OpenedRound:
 
 
 def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: float, *,
-               pool: WorkPool = SERIAL_POOL, decode_cache: codec.DecodeCache | None = None) -> OpenedRound:
+               pool: WorkPool = SERIAL_POOL) -> OpenedRound:
     """Resume the newest unfinished round when possible, else abort it and create a new one.
-    ``pool``: where the collector opens the groups' records (`coutil.protocol.node.WorkPool`);
-    ``decode_cache``: the node's (one the driver's burst check also writes to, `coutil.net.burst`)."""
+    ``pool``: where the collector opens the groups' records (`coutil.protocol.node.WorkPool`)."""
     identity = identity_from_secret(secret)
     how = "new"
     latest = store.latest_round()
@@ -261,12 +260,11 @@ def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: f
         if stored.phase == "registration" and now < stored.created_at + window:
             stored_config = RoundConfig.from_mapping(stored.params)
             node = CollectorNode(stored_config, identity=identity, rng=round_rng(secret, stored.round_id),
-                                 round_id=stored.round_id, pool=pool, decode_cache=decode_cache)
+                                 round_id=stored.round_id, pool=pool)
             resume = (stored.created_at, stored.registrations)
             return OpenedRound(PersistentCollector(node, store, resume=resume), "resumed")
         store.set_phase(stored.round_id, "aborted", now)
         how = f"new after aborting {stored.round_id.hex()}"
     round_id = SystemRandom().bytes(16)
-    node = CollectorNode(config, identity=identity, rng=round_rng(secret, round_id), round_id=round_id, pool=pool,
-                         decode_cache=decode_cache)
+    node = CollectorNode(config, identity=identity, rng=round_rng(secret, round_id), round_id=round_id, pool=pool)
     return OpenedRound(PersistentCollector(node, store), how)

@@ -208,6 +208,17 @@ class CollectorNode:
                           topics.all_subject_to(self.round_id)})
 
     @property
+    def limits(self) -> codec.Limits:
+        """The decoding limits this node applies to what it receives."""
+        return self._limits
+
+    @property
+    def decode_cache(self) -> codec.DecodeCache:
+        """Where this node looks up envelopes already verified: a driver whose helper processes verify
+        bursts ahead of the node records them here (`coutil.round.parallel.signature_prechecker`)."""
+        return self._decode_cache
+
+    @property
     def resends(self) -> dict[str, int]:
         """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
         return dict(self._resend.resent)
@@ -422,7 +433,7 @@ class CollectorNode:
                         out.append(notice)
             else:
                 for key_index in group.indices:
-                    out.extend(self._send_assign(self._order[key_index], key_index, now, signed.get(key_index)))
+                    out.extend(self._send_assign(self._order[key_index], key_index, now, signed[key_index]))
                 out.extend(self._start_run(group, (), now))
         self._event(GroupsFormed(now, n, len(self._groups)))
         self._enter(CollectorState.SHARING)

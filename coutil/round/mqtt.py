@@ -25,11 +25,9 @@ from coutil.net.broker_drops import BrokerDropCounter
 from coutil.net.broker_process import BrokerProcess
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, client_id_of, parse_broker_url
-from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SERIAL_POOL, Node
 from coutil.protocol.subject import SubjectNode
-from coutil.protocol.subject_audit import SharedCaches
 from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_collector, build_round_nodes
 from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool, signature_prechecker
@@ -90,15 +88,14 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     # a small round opens them in a fraction of the second the pool's processes take to start.
     opener = ProcessPool() if data.n >= PROCESS_POOL_FROM else None
     pool_or_serial = opener if opener is not None else SERIAL_POOL
-    caches = SharedCaches()
     if workers > 0:
         collector = build_collector(config, seed=seed, fresh_round=True, adversary=adversary, data=data,
-                                    pool=pool_or_serial, caches=caches)
+                                    pool=pool_or_serial)
         subjects: list[SubjectNode] = []
         node_ids: list[str] = []
     else:
         built = build_round_nodes(data, config, seed=seed, fresh_round=True, adversary=adversary,
-                                  pool=pool_or_serial, caches=caches)
+                                  pool=pool_or_serial)
         collector, subjects, node_ids = built.collector, built.subjects, built.node_ids
     tracker = RoundTracker(data.n, collector.client_id, keep_events=out_dir is not None or adversary is not None)
     setup = time.perf_counter() - t0
@@ -114,9 +111,7 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     else:
         nodes.extend(subjects)
     # The same processes verify the signatures of the collector's bursts (registrations, verdicts) ahead of it.
-    checks = {} if opener is None else {
-        client_id_of(collector_node): signature_prechecker(opener, caches.decode_cache,
-                                                     codec.Limits(max_message_bytes=config.max_message_bytes))}
+    checks = {} if opener is None else {client_id_of(collector_node): signature_prechecker(opener, collector)}
     pool: WorkerPool | None = None
 
     async def watch() -> None:

@@ -38,7 +38,7 @@ class RoundNodes:
 
 def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_round: bool = False,
                       adversary: AdversaryPlan | None = None, identity_seed: int | None = None,
-                      pool: WorkPool = SERIAL_POOL, caches: SharedCaches | None = None) -> RoundNodes:
+                      pool: WorkPool = SERIAL_POOL) -> RoundNodes:
     """The nodes of one round over ``data``.
 
     Every key derives from ``seed``. ``fresh_round`` draws the collector's key and the round id from
@@ -47,11 +47,10 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_ro
     gives the collector and chosen rows their strategy (`coutil.adversary`): a strategy is just
     another node class, so every driver runs it. ``identity_seed`` derives the collector's long-term
     key from another seed than the rest (a collector's other round: same key, another round id).
-    ``pool``: the collector's `WorkPool` (threads from a driver with spare cores). ``caches``: those of
-    the process (default: new ones).
+    ``pool``: the collector's `WorkPool` (threads from a driver with spare cores).
     """
     # One decode cache for every node of the process: each message is verified once, not once per receiver.
-    caches = caches if caches is not None else SharedCaches()
+    caches = SharedCaches()
     collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches, adversary=adversary,
                                 data=data, identity_seed=identity_seed, pool=pool)
     subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),

@@ -28,6 +28,7 @@ from typing import TypeVar
 from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
 from coutil.net.burst import BurstCheck
 from coutil.protocol import codec
+from coutil.protocol.collector import CollectorNode
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -97,15 +98,16 @@ class ProcessPool:
         self.close()
 
 
-def signature_prechecker(pool: ProcessPool | ThreadPool, cache: codec.DecodeCache, limits: codec.Limits) -> BurstCheck:
-    """A `coutil.net.burst.BurstCheck` that verifies a burst's signatures in ``pool`` and records the
-    envelopes that verified in ``cache``, the decode cache of the node the burst is for.
+def signature_prechecker(pool: ProcessPool | ThreadPool, node: CollectorNode) -> BurstCheck:
+    """A `coutil.net.burst.BurstCheck` that verifies a burst's signatures in ``pool`` (with the node's
+    decoding limits) and records the envelopes that verified in the node's decode cache.
 
     The collector's registrations and verdicts arrive in bursts of tens of thousands, each with a
     signature that costs the collector's thread more than the rest of the message does; the pool's
     processes, idle until the release, verify them meanwhile (measured in README, "10^5 subjects
     over mosquitto")."""
-    verify = functools.partial(codec.verified_digest, limits)
+    verify = functools.partial(codec.verified_digest, node.limits)
+    cache = node.decode_cache
 
     async def check(payloads: list[bytes]) -> None:
         digests: list[bytes | None] = await asyncio.wrap_future(pool.submit(verify, payloads))

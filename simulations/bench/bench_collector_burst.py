@@ -26,7 +26,6 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import Assign
 from coutil.protocol.node import SERIAL_POOL, Outgoing, WorkPool
-from coutil.protocol.subject_audit import SharedCaches
 from coutil.round.nodes import build_collector, build_subject_nodes
 from coutil.round.parallel import ProcessPool
 from coutil.round.setup import local_swarm_timing
@@ -54,20 +53,17 @@ def _registrations(n: int, config: RoundConfig) -> tuple[list[Outgoing], bytes]:
     return registrations, collector.public_key
 
 
-def _collector(config: RoundConfig, pool: WorkPool = SERIAL_POOL,
-               cache: codec.DecodeCache | None = None) -> CollectorNode:
-    caches = None if cache is None else SharedCaches(decode_cache=cache)
-    node = build_collector(config, seed=1, pool=pool, caches=caches)
+def _collector(config: RoundConfig, pool: WorkPool = SERIAL_POOL) -> CollectorNode:
+    node = build_collector(config, seed=1, pool=pool)
     node.start(0.0)
     return node
 
 
 def _registration_us(registrations: list[Outgoing], config: RoundConfig, preverified: bool) -> float:
-    cache = codec.DecodeCache(capacity=1024)
+    collector = _collector(config)
     if preverified:  # what the helper processes hand back (`signature_prechecker`)
-        limits = codec.Limits(max_message_bytes=config.max_message_bytes)
-        cache.remember_digests(codec.verified_digest(limits, r.payload) for r in registrations)
-    collector = _collector(config, cache=cache)
+        collector.decode_cache.remember_digests(codec.verified_digest(collector.limits, r.payload)
+                                                for r in registrations)
     started = time.perf_counter()
     for r in registrations:
         collector.receive(r.topic, r.payload, 0.2)
