@@ -13,22 +13,30 @@ thread goes on reading the other groups' reveals. What comes back, in what order
   (registrations, verdicts) ahead of the collector's thread (`coutil.net.burst`).
 - `ThreadPool`: threads; libsodium's curve operations run without the GIL (PyNaCl calls them
   through cffi), the Python around them does not.
+
+A helper process that dies (killed, out of memory) breaks a `ProcessPool`; the work handed to it,
+and all work after, is then done in the node's own process: slower, the same result, and nothing
+the collector accepted is lost (`tests/round/test_parallel.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures.process import BrokenProcessPool
+from typing import Generic, TypeVar
 
 from coutil.net.broker_process import children_ignore_sigint, ignore_sigint
 from coutil.net.burst import BurstCheck
 from coutil.protocol import codec
 from coutil.protocol.collector import CollectorNode
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,6 +57,10 @@ class ThreadPool:
     def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
         return self._executor.submit(_run, fn, items)
 
+    def future(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
+        """`submit`, as a `concurrent.futures.Future` (what an event loop can await)."""
+        return self.submit(fn, items)
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
@@ -68,6 +80,25 @@ def _ready() -> bool:
     return True
 
 
+class InProcessIfBroken(Generic[R]):
+    """What `ProcessPool.submit` hands back: the processes' result, or, if the pool broke before
+    delivering it, ``fallback()`` (the same work, done by the caller)."""
+
+    __slots__ = ("_fallback", "_future")
+
+    def __init__(self, future: Future[R] | None, fallback: Callable[[], R]) -> None:
+        self._future = future
+        self._fallback = fallback
+
+    def result(self, timeout: float | None = None) -> R:
+        if self._future is not None:
+            try:
+                return self._future.result(timeout)
+            except BrokenProcessPool:
+                pass
+        return self._fallback()
+
+
 class ProcessPool:
     """A `WorkPool` of ``processes`` processes (default: one per core, at most four), started from
     a clean interpreter (``spawn``: the caller's threads and event loop are not forked). Functions
@@ -84,9 +115,32 @@ class ProcessPool:
             self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
                                                  initializer=ignore_sigint)
             self._warm = [self._executor.submit(_ready) for _ in range(self.processes)]
+        self.broken = False  #: a process died: everything is done in the caller's process since
 
-    def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
+    def submit(self, fn: Callable[[T], R], items: Sequence[T]) -> InProcessIfBroken[list[R]]:
+        """Run ``fn`` over ``items`` in a helper process; if the pool is or gets broken, in this one."""
+        def here() -> list[R]:
+            self._note_broken()
+            return _run(fn, items)
+
+        if self.broken:
+            return InProcessIfBroken(None, here)
+        try:
+            return InProcessIfBroken(self._executor.submit(_run, fn, items), here)
+        except BrokenProcessPool:
+            return InProcessIfBroken(None, here)
+
+    def future(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
+        """The helper processes' `concurrent.futures.Future` (what an event loop can await), with no
+        fallback: it raises `BrokenProcessPool` once a process died (for work that may be skipped)."""
+        if self.broken:
+            raise BrokenProcessPool("a helper process died earlier")
         return self._executor.submit(_run, fn, items)
+
+    def _note_broken(self) -> None:
+        if not self.broken:
+            self.broken = True
+            logger.warning("a helper process died; the collector does the helpers' work in its own process")
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -110,7 +164,7 @@ def signature_prechecker(pool: ProcessPool | ThreadPool, node: CollectorNode) ->
     cache = node.decode_cache
 
     async def check(payloads: list[bytes]) -> None:
-        digests: list[bytes | None] = await asyncio.wrap_future(pool.submit(verify, payloads))
+        digests: list[bytes | None] = await asyncio.wrap_future(pool.future(verify, payloads))
         cache.remember_digests(digests)
 
     return check

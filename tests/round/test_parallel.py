@@ -103,8 +103,80 @@ def _interrupted_self(_: int) -> int:
 
 def test_a_process_pool_outlives_ctrl_c_its_parent_ends_it() -> None:
     with ProcessPool(1) as pool:
-        assert pool.submit(_interrupted_self, [1]).result(timeout=30) != 0
+        assert pool.submit(_interrupted_self, [1]).result(timeout=30)[0] > 0
         assert pool.submit(_pid, [2]).result(timeout=30)[0] > 0
+
+
+def _helper_pids() -> set[int]:
+    import multiprocessing
+    return {child.pid for child in multiprocessing.active_children() if child.pid is not None}
+
+
+def _kill_helpers(pool: ProcessPool) -> None:
+    """SIGKILL every helper process of ``pool`` (what the kernel's out-of-memory killer does)."""
+    import os
+    import signal
+    import time
+    before = _helper_pids()
+    assert before, "the pool's processes are children of this process"
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _helper_pids() & before and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_process_pool_whose_process_died_does_the_work_in_the_callers_process() -> None:
+    import os
+    from concurrent.futures.process import BrokenProcessPool
+    with ProcessPool(2) as pool:
+        pending = pool.submit(_pid, [1, 2])
+        assert os.getpid() not in pending.result(timeout=30)
+        _kill_helpers(pool)
+        assert pool.submit(_pid, [3, 4]).result(timeout=30) == [os.getpid(), os.getpid()]
+        assert pool.broken
+        with pytest.raises(BrokenProcessPool):  # the burst check's shortcut is off; its node verifies
+            pool.future(_pid, [5])
+
+
+def _slow_pid(_: int) -> int:
+    import os
+    import time
+    time.sleep(0.5)
+    return os.getpid()
+
+
+def test_work_whose_helper_died_while_doing_it_is_done_in_the_callers_process() -> None:
+    import os
+    with ProcessPool(1) as pool:
+        pool.submit(_pid, [0]).result(timeout=30)  # the process is up
+        pending = pool.submit(_slow_pid, [1, 2])
+        _kill_helpers(pool)
+        assert pending.result(timeout=30) == [os.getpid(), os.getpid()]
+        assert pool.broken
+
+
+def test_a_collector_whose_helper_processes_die_mid_round_releases_what_a_serial_one_does() -> None:
+    """The helpers sign the assigns, then die before the records are opened: the collector opens them
+    itself, and publishes the very bytes a serial collector publishes."""
+    serial_rows, serial_sizes, serial_published = _release(SERIAL_POOL)
+    with ProcessPool(2) as pool:
+        killed: list[bool] = []
+
+        class DyingAfterSigning:
+            def submit(self, fn: Any, items: Any) -> Any:
+                pending = pool.submit(fn, items)
+                if not killed:  # the first submission: the assigns' signing
+                    pending.result(timeout=30)
+                    _kill_helpers(pool)
+                    killed.append(True)
+                return pending
+
+        rows, sizes, published = _release(DyingAfterSigning())
+        assert pool.broken
+    assert sizes == serial_sizes
+    np.testing.assert_array_equal(rows, serial_rows)
+    assert published == serial_published
 
 
 @pytest.mark.broker
