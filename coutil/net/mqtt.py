@@ -149,6 +149,14 @@ class DriverOptions:
     #: subscription in Python (at 2,000 subjects, 12,000 filters: the round never finished). Only
     #: for a broker of this run: covers also bring other subjects' traffic and retained messages.
     coarse_subscriptions: bool = False
+    #: Nodes per multiplexed connection of a subject worker process (`coutil.round.workers`, which
+    #: splits its subjects into that many slices of neighbouring QIs). mosquitto 2.0 walks a client's
+    #: whole list of subscriptions on every SUBSCRIBE, so a connection's filters cost it time
+    #: quadratic in their number: at 10^5 subjects, one connection per worker (about 150,000 filters,
+    #: three per subject) held the broker some 12 s at one core while both workers waited for their
+    #: SUBACKs (README, "10^5 subjects over mosquitto"); c connections cost it 1/c of that. A group
+    #: split between two connections reaches its worker twice (the copy decodes from its cache).
+    subjects_per_connection: int = 12_500
     #: The protocol clock handed to nodes as ``now``.
     clock: Callable[[], float] = time.time
 

@@ -4,8 +4,9 @@
 in the main process and hands the subjects, in N slices of neighbouring QI vectors (`split_rows_by_qi`), to N worker
 processes. Each worker builds its subjects exactly as a single process would
 (`coutil.round.nodes.build_subject_nodes`: a subject's keys depend only on the seed and her row), hosts
-them multiplexed over one MQTT connection, streams their events (state changes, verdicts: never a
-confidential value) to the main process for the progress display and the trace, and reports its
+them multiplexed over MQTT (one connection per `DriverOptions.subjects_per_connection` subjects, in
+slices of neighbouring QIs: `connection_slices`), streams their events (state changes, verdicts: never
+a confidential value) to the main process for the progress display and the trace, and reports its
 traffic counters and rejections when its subjects are done. The broker between them is the same as
 for a single process; only the CPU work is spread. Crossing a process boundary costs something: a
 message verified once by a process hosting both the collector and the subjects is verified once in
@@ -90,6 +91,16 @@ class WorkerReport:
     exit_code: int | None = None
 
 
+def connection_slices(qi: NDArray[np.float64], per_connection: int) -> list[list[int]]:
+    """Positions of a worker's subjects (rows of ``qi``, in its order) in slices of neighbouring QI
+    vectors, one slice per multiplexed connection, at most about ``per_connection`` in each."""
+    n = len(qi)
+    parts = max(1, -(-n // per_connection))
+    if parts == 1:
+        return [list(range(n))]
+    return [[int(j) for j in part] for part in split_in_parts(qi, parts)]
+
+
 def split_rows_by_qi(qi: NDArray[np.float64], workers: int) -> list[tuple[int, ...]]:
     """The rows in ``workers`` slices of neighbouring QI vectors (sizes within one of n / workers).
 
@@ -137,6 +148,8 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
                 pending.clear()
 
     remaining = list(nodes)
+    qi = task.data.select(list(task.config.qi)).values[list(task.rows)]
+    connections = [[nodes[j] for j in part] for part in connection_slices(qi, task.options.subjects_per_connection)]
 
     def finished() -> bool:
         while remaining and remaining[-1].finished:
@@ -146,7 +159,7 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
     forwarder = asyncio.create_task(forward_events())
     try:
         with long_lived_heap():
-            stats = await host_nodes([nodes], task.broker, stop_when=finished, timeout=task.timeout,
+            stats = await host_nodes(connections, task.broker, stop_when=finished, timeout=task.timeout,
                                      on_event=lambda node_id, event: pending.append((node_id, event)),
                                      options=task.options)
     finally:

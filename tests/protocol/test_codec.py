@@ -251,3 +251,27 @@ def test_verified_envelopes_never_excuse_a_different_signature() -> None:
         codec.decode(data, limits, verified)
     with pytest.raises(RemoteProtocolError, match="bad_signature"):
         codec.decode(forged, limits, verified)
+
+
+def test_a_large_payload_is_compared_byte_for_byte_once_per_copy() -> None:
+    """Each connection of a process hands its own copy of a bulletin to each of its nodes: after one
+    comparison with the cached copy, a copy is found by identity (no per-node comparison of megabytes)."""
+    compared: list[int] = []
+
+    class CountingBytes(bytes):
+        __hash__ = bytes.__hash__
+
+        def __eq__(self, other: object) -> bool:
+            compared.append(1)
+            return bytes.__eq__(self, other)
+
+    envelope = codec.encode(Submit(bytes(16), KEY.public, 1, 0, bytes(70_000), bytes(32)), KEY)
+    assert len(envelope) > codec.DecodeCache.LARGE
+    cache = codec.DecodeCache()
+    limits = codec.Limits()
+    first = cache.decode(envelope, limits)
+    copy = CountingBytes(envelope)  # another connection's copy: equal bytes, another object
+    for _ in range(100):  # one per node of that connection
+        assert cache.decode(copy, limits) is first
+    assert len(compared) <= 2, len(compared)  # the first lookup's, not one per node (100 without the fast path)
+    assert cache.decode(copy, codec.Limits(max_message_bytes=10**7)).payload == first.payload  # other limits
