@@ -149,8 +149,8 @@ class DriverOptions:
     #: subscription in Python (at 2,000 subjects, 12,000 filters: the round never finished). Only
     #: for a broker of this run: covers also bring other subjects' traffic and retained messages.
     coarse_subscriptions: bool = False
-    #: Nodes per multiplexed connection of a subject worker process (`coutil.round.workers`, which
-    #: splits its subjects into that many slices of neighbouring QIs). mosquitto 2.0 walks a client's
+    #: Subjects per multiplexed connection of a subject worker process (`coutil.round.workers` hosts
+    #: its subjects in slices of at most this many neighbouring QIs). mosquitto 2.0 walks a client's
     #: whole list of subscriptions on every SUBSCRIBE, so a connection's filters cost it time
     #: quadratic in their number: at 10^5 subjects, one connection per worker (about 150,000 filters,
     #: three per subject) held the broker some 12 s at one core while both workers waited for their

@@ -35,11 +35,13 @@ first run are measured in the same invocation. Goals: 10^4 subjects, k = 5, with
 10^5 within 180 s with two workers (issue 12). A table goes to stdout, JSON to
 simulations/bench/results/bench_round_mqtt.json.
 
-The round is CPU-bound, and these shared machines do not keep one speed (the same code and round
-took 190 s and 414 s on different days, README "10^5 subjects over mosquitto"): each run also
-records the host's speed just before and just after it, timed on the protocol's own curve
-operations (`bench_crypto.measure`, about 5 s each; JSON ``host_crypto_us``, one line on stderr),
-to set beside the reference figures in the README.
+The round is CPU-bound, and these shared machines do not keep one speed (the 10^5 round took
+190 s in one session and 397-429 s, with much the same code, in another: README "10^5 subjects
+over mosquitto"). Each run also records the host's speed just before and just after it, timed on
+the protocol's own curve operations (`bench_crypto.measure`, a few seconds each; JSON
+``host_crypto_us``, one line on stderr), to set beside the reference figures in the README. They
+show gross changes only: in that slow session they were 1.2-1.3x the reference while the round's
+interpreter-heavy work ran about 2x slower.
 """
 
 from __future__ import annotations
