@@ -123,12 +123,12 @@ class ProcessPool:
             self._note_broken()
             return _run(fn, items)
 
-        if self.broken:
-            return InProcessIfBroken(None, here)
-        try:
-            return InProcessIfBroken(self._executor.submit(_run, fn, items), here)
-        except BrokenProcessPool:
-            return InProcessIfBroken(None, here)
+        if not self.broken:
+            try:
+                return InProcessIfBroken(self._executor.submit(_run, fn, items), here)
+            except BrokenProcessPool:
+                pass
+        return InProcessIfBroken(None, here)
 
     def future(self, fn: Callable[[T], R], items: Sequence[T]) -> Future[list[R]]:
         """The helper processes' `concurrent.futures.Future` (what an event loop can await), with no
