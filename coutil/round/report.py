@@ -19,7 +19,7 @@ from typing import Protocol
 
 from coutil.audit.subject import manifest_fields
 from coutil.fileio import atomic_write, staged_directory, write_text_atomic
-from coutil.protocol.collector import RoundOutcome
+from coutil.protocol.collector_release import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
