@@ -70,22 +70,29 @@ def version_command(
 def _register_all() -> None:
     # Imported here so that `import coutil.cli` stays cheap and each family stays in its own module.
     from coutil.cli import (
+        anonymize_commands,
+        attack_commands,
         audit_commands,
+        check_commands,
         dp_commands,
         experiment_commands,
+        info_loss_commands,
         report_commands,
         round_commands,
-        sdc_commands,
         service_commands,
         verify_commands,
     )
 
-    sdc_commands.register(app)
+    # The order of registration is the order of `coutil --help`.
+    anonymize_commands.register(app)
+    info_loss_commands.register(app)
+    check_commands.register(app)
     audit_commands.register(app)
+    attack_commands.register(app)
     round_commands.register(app)
     service_commands.register(app)
     dp_commands.register(app)
-    dp_commands.register_anonymize(sdc_commands.anonymize_app)
+    dp_commands.register_anonymize(anonymize_commands.anonymize_app)
     experiment_commands.register(app)
     report_commands.register(app)
     verify_commands.register(app)

@@ -1,4 +1,4 @@
-"""`coutil audit`, `coutil attack` and `coutil reverse-map`: permuted privacy, the intruder, linkage.
+"""`coutil audit`: the (d, v)-permuted privacy audit of a release, by the data protector or by one subject.
 
 - ``audit --original X.csv --release Y.csv``: the data protector's (d, v)-permuted privacy audit
   (Table 4): per original record its permutation distance, closest release rows, star ranks and
@@ -11,64 +11,52 @@
   function of her audit in a round, so that the files of a round reproduce it): included,
   k-anonymous, distance against the promise, and the plausibility of her distance among random
   records seeded from the release digest.
-- ``attack``: the maximum-knowledge intruder (Section 5): linkages to the reverse-mapped release,
-  verification with random records, Hellinger distance, p-values, optional figure. ``--method``
-  runs a classical attack instead: distance-based linkage, global one-to-one linkage, or the
-  rank-swapping intersection attack.
-- ``reverse-map``: Algorithm 1, writing Z as CSV (non-selected columns copied from the release).
 
-All three read X and Y through `coutil.audit.inputs` (columns found by name, or by position when
-the release has none of X's names, with a note on stderr; ``--release-columns`` to pair differently
-named ones, ``--ordinal`` for ordinal categorical columns, ``--k``). A known record mapping f
-(``audit --mapping``, ``attack --true-mapping``) is ``identity``, ``column:NAME`` (a release column
-holding each row's 1-based original record) or a file with one 1-based release row per original
-record. Progress bars show only on a terminal and never with ``--json``.
+X and Y are read through `coutil.audit.inputs`, as by `coutil attack` and `coutil reverse-map`
+(`coutil.cli.attack_commands`; the shared options and loading are in `coutil.cli.common`): columns
+found by name, or by position when the release has none of X's names, with a note on stderr;
+``--release-columns`` to pair differently named ones, ``--ordinal`` for ordinal categorical columns,
+``--k``. A known record mapping f (``--mapping``) is ``identity``, ``column:NAME`` (a release column
+holding each row's 1-based original record) or a file with one 1-based release row per original record.
 
-Every ``--json`` prints one JSON object on stdout; the keys are the documented interface. Row
-numbers in output are 1-based (as in the paper's tables); the Python API is 0-based.
+``--json`` prints one JSON object on stdout; the keys are the documented interface. Row numbers in
+output are 1-based (as in the paper's tables); the Python API is 0-based.
 """
 
 from __future__ import annotations
 
-import itertools
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
-from coutil.audit.inputs import (
-    Pair,
-    check_k,
-    load_mapping,
-    load_pair,
-    load_release,
-    parse_check_options,
-    parse_random_spec,
-    parse_record_values,
-    renamed_ordinal,
+from coutil.audit.inputs import load_mapping, load_release, parse_check_options, parse_record_values
+from coutil.cli.common import (
+    AUDIT_TABLE_ROWS,
+    AuditColumnsOpt,
+    AuditJsonOpt,
+    AuditOrdinalOpt,
+    AuditReleaseColumnsOpt,
+    AuditReleaseOpt,
+    OneLineErrorsCommand,
+    announce_pair,
+    emit_json,
+    err_console,
+    load_checked_pair,
+    stderr_line,
 )
-from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, progress
 from coutil.errors import CheckFailedError, InputError
-from coutil.fileio import refuse_overwriting_inputs
 from coutil.protocol.config import MAX_RANDOM_RECORDS, RoundConfig
-from coutil.sdc.dataset import Dataset, replace_columns, write_csv
 
 if TYPE_CHECKING:
-    from numpy.typing import NDArray
-
     from coutil.audit.inputs import RoundManifest
-    from coutil.audit.intruder import RandomSpec
     from coutil.audit.privacy_check import PermutedPrivacyCheck
     from coutil.audit.report import MappingSpec
     from coutil.audit.subject import AuditParams
 
-    KnownMapping = str | NDArray[np.intp] | None
 
-#: Rows shown in the human-readable tables (the JSON always has every row).
-TABLE_ROWS = 20
 #: A subject's audit thresholds when neither an option nor a manifest gives them: a round's defaults.
 _ROUND_DEFAULTS: dict[str, int | float] = {
     name: getattr(RoundConfig, name) for name in ("k", "min_permutation_distance", "random_records", "alpha")
@@ -84,112 +72,9 @@ class Diversity(StrEnum):
     t_closeness = "t-closeness"
 
 
-class Method(StrEnum):
-    """Attack run by ``coutil attack``."""
-
-    intruder = "intruder"
-    distance = "distance"
-    global_ = "global"
-    intersection = "intersection"
-
-
-class Metric(StrEnum):
-    """Distance of the distance-based and global linkages."""
-
-    euclidean = "euclidean"
-    mahalanobis = "mahalanobis"
-
-
 OriginalOpt = Annotated[
     Path | None, typer.Option("--original", help="CSV of the original data set X.", show_default=False)
 ]
-ReleaseOpt = Annotated[Path, typer.Option("--release", help="CSV of the anonymized release Y.")]
-ColumnsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--columns",
-        help="Comma-separated attributes to use (default: all of X, found by name in Y).",
-        show_default=False,
-    ),
-]
-ReleaseColumnsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--release-columns",
-        help="The release's names for the --columns attributes, in the same order, when they differ.",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Write the output even when it is one of the input files "
-                                        "(they are read whole first; the output is replaced atomically).")]
-
-
-def _mapping_file(spec: str | None) -> Path | None:
-    """The file of a --true-mapping given as a file (not 'identity' or 'column:NAME')."""
-    if spec is None or spec == "identity" or spec.startswith("column:"):
-        return None
-    return Path(spec)
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for tie-breaking and random records.")]
-OrdinalOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--ordinal",
-        help="Declare an ordinal categorical column of X with its categories in increasing order, e.g. "
-        "'edu=primary<secondary<tertiary'; it is ranked as 1, 2, 3 in both files. Repeatable.",
-        show_default=False,
-    ),
-]
-KOpt = Annotated[
-    int | None, typer.Option("--k", help="Reject a release with fewer than k rows.", show_default=False)
-]
-
-
-def _stderr_line(message: str) -> None:
-    """One line on stderr, however long (no wrapping, no rich markup in file names)."""
-    err_console.print(message, soft_wrap=True, markup=False, highlight=False)
-
-
-def _show_progress(json_output: bool) -> bool:
-    """A progress bar only for a person watching a terminal; never in --json mode."""
-    return err_console.is_terminal and not json_output
-
-
-def _load(
-    original: Path,
-    release: Path,
-    columns: str | None,
-    release_columns: str | None,
-    ordinal: list[str] | None,
-    k: int | None,
-    same_rows: str | None = None,
-) -> Pair:
-    """X and Y for every command, ``--k`` checked; ``same_rows`` (what needs it) refuses files of
-    different lengths. Nothing is printed yet: see `_announce`."""
-    pair = load_pair(original, release, columns, release_columns, ordinal)
-    check_k(pair.release, k)
-    if same_rows is not None and pair.release.n != pair.original.n:
-        raise InputError(
-            f"{same_rows} needs as many release rows as original records: {release} has {pair.release.n} "
-            f"rows, {original} has {pair.original.n}"
-        )
-    return pair
-
-
-def _announce(pair: Pair, k: int | None) -> None:
-    """Once every option is checked (so that an error stays one line): the note on columns paired by
-    position, and a warning on a release with fewer rows than the original."""
-    if pair.note is not None:
-        _stderr_line(pair.note)
-    x, y = pair.original, pair.release
-    if k is None and y.n < x.n:
-        _stderr_line(
-            f"warning: {y.source} has {y.n} rows, fewer than the {x.n} records of {x.source}: records "
-            "were suppressed or the files do not match (--k sets the least number of rows to accept)"
-        )
-
-
-# ------------------------------------------------------------------------------------------- audit
 
 
 def _report_check(check: PermutedPrivacyCheck | None, json_output: bool) -> None:
@@ -217,15 +102,15 @@ def _print_audit_table(out: dict[str, Any], dataset: dict[str, Any]) -> None:
     table.add_column("closest")
     for name in names:
         table.add_column(f"{label} {name}", justify="right")
-    for rec in records[:TABLE_ROWS]:
+    for rec in records[:AUDIT_TABLE_ROWS]:
         table.add_row(
             str(rec["record"]),
             str(rec["permutation_distance"]),
             ", ".join(map(str, rec["closest"])),
             *(f"{v:.4g}" if key == "diversity" else f"{v:.2f}" for v in rec[key]),
         )
-    if len(records) > TABLE_ROWS:
-        table.add_row("...", "", f"({len(records) - TABLE_ROWS} more rows: use --json)", *[""] * len(names))
+    if len(records) > AUDIT_TABLE_ROWS:
+        table.add_row("...", "", f"({len(records) - AUDIT_TABLE_ROWS} more rows: use --json)", *[""] * len(names))
     if dataset:
         table.add_section()
         table.add_row(
@@ -239,7 +124,7 @@ def _print_audit_table(out: dict[str, Any], dataset: dict[str, Any]) -> None:
 
 def audit_command(
     *,
-    release: ReleaseOpt,
+    release: AuditReleaseOpt,
     original: OriginalOpt = None,
     record_values: Annotated[
         str | None,
@@ -249,8 +134,8 @@ def audit_command(
             show_default=False,
         ),
     ] = None,
-    columns: ColumnsOpt = None,
-    release_columns: ReleaseColumnsOpt = None,
+    columns: AuditColumnsOpt = None,
+    release_columns: AuditReleaseColumnsOpt = None,
     record: Annotated[
         int | None,
         typer.Option("--record", help="Report and check only this record of X (1-based).", show_default=False),
@@ -332,7 +217,7 @@ def audit_command(
             show_default=False,
         ),
     ] = None,
-    ordinal: OrdinalOpt = None,
+    ordinal: AuditOrdinalOpt = None,
     k: Annotated[
         int | None,
         typer.Option(
@@ -342,7 +227,7 @@ def audit_command(
             show_default=False,
         ),
     ] = None,
-    json_output: JsonOpt = False,
+    json_output: AuditJsonOpt = False,
 ) -> None:
     """(d, v)-permuted privacy audit of a release: by the data protector or by one subject.
 
@@ -417,7 +302,7 @@ def _audit_protector(
 ) -> None:
     from coutil.audit.report import protector_report
 
-    pair = _load(original, release, columns, release_columns, ordinal, k)
+    pair = load_checked_pair(original, release, columns, release_columns, ordinal, k)
     x, y = pair.original, pair.release
     known: MappingSpec | None = None
     if mapping is not None:
@@ -428,7 +313,7 @@ def _audit_protector(
     if isinstance(known, str) and known == "identity" and (x.n if record is None else record) > y.n:
         raise InputError(f"--mapping identity pairs record i with release row i, but {release} has {y.n} rows")
     required, thresholds = parse_check_options(d, v, x.m)
-    _announce(pair, k)
+    announce_pair(pair, k)
     out, check = protector_report(
         x.values,
         y.values,
@@ -495,7 +380,7 @@ def _audit_subject(
             # Rounds number their groups 0, 1, ... in release order; only a group emptied of every
             # record (all its members excluded) is missing from a release, shifting the later ones.
             group_ids = tuple(range(len(group_sizes)))
-            _stderr_line(f"note: {manifest} has no group_ids; taking the groups as 0..{len(group_ids) - 1} "
+            stderr_line(f"note: {manifest} has no group_ids; taking the groups as 0..{len(group_ids) - 1} "
                          "in release order")
         if sum(group_sizes) != y.n or len(group_ids) != len(group_sizes):
             raise InputError(f"{manifest} describes {sum(group_sizes)} rows in {len(group_sizes)} groups, "
@@ -571,301 +456,6 @@ def _subject_params(
     return params
 
 
-# ------------------------------------------------------------------------------------------ attack
-
-
-def attack_command(
-    *,
-    original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.")],
-    release: ReleaseOpt,
-    columns: ColumnsOpt = None,
-    release_columns: ReleaseColumnsOpt = None,
-    method: Annotated[
-        Method,
-        typer.Option(
-            "--method",
-            help="intruder: the maximum-knowledge intruder on the reverse-mapped release; distance: "
-            "nearest-record linkage; global: one-to-one (Hungarian) linkage; intersection: the "
-            "rank-swapping transparency attack (needs --swap-p or --window).",
-        ),
-    ] = Method.intruder,
-    metric: Annotated[
-        Metric, typer.Option("--metric", help="distance/global: z-score Euclidean or Mahalanobis distance.")
-    ] = Metric.euclidean,
-    swap_p: Annotated[
-        float | None,
-        typer.Option("--swap-p", help="intersection: the rank-swapping parameter p (percent).", show_default=False),
-    ] = None,
-    window: Annotated[
-        int | None,
-        typer.Option(
-            "--window", help="intersection: the swap window in ranks (instead of --swap-p).", show_default=False
-        ),
-    ] = None,
-    random: Annotated[
-        str | None,
-        typer.Option(
-            "--random",
-            help="intruder: random records, 'all' (all n^m), a count N (sampled), or 'auto' (all when n^m "
-            "is small); default auto.",
-            show_default=False,
-        ),
-    ] = None,
-    seed: SeedOpt = 0,
-    true_mapping: Annotated[
-        str | None,
-        typer.Option(
-            "--true-mapping",
-            help="The known record mapping, to report correct linkages: 'identity' (row i of Y is the "
-            "masked record i of X), 'column:NAME' (a release column holding each row's 1-based "
-            "original record) or a file with one 1-based release row per original record.",
-            show_default=False,
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            help="intruder: draw both distance distributions to this file (needs the plot extra: "
-            "pip install 'coutil\\[plot]').",
-            show_default=False,
-        ),
-    ] = None,
-    ordinal: OrdinalOpt = None,
-    k: KOpt = None,
-    force: ForceOpt = False,
-    json_output: JsonOpt = False,
-) -> None:
-    """Link X to the release: the maximum-knowledge intruder (default) or a classical attack."""
-    refuse_overwriting_inputs({"--plot": plot}, {"--original": original, "--release": release,
-                                                 "--true-mapping": _mapping_file(true_mapping)}, force=force)
-    pair = _load(original, release, columns, release_columns, ordinal, k)
-    x, y = pair.original, pair.release
-    truth = None if true_mapping is None else load_mapping(true_mapping, "--true-mapping", pair, ("identity",))
-    if isinstance(truth, str) and x.n != y.n:
-        raise InputError(f"--true-mapping identity needs as many rows in {release} ({y.n}) as in {original} ({x.n})")
-    intruder_only = {"--random": random, "--plot": plot}
-    intersection_only = {"--swap-p": swap_p, "--window": window}
-    if method is not Method.intruder:
-        misplaced = [name for name, value in intruder_only.items() if value is not None]
-        if misplaced:
-            raise InputError(f"{', '.join(misplaced)} can only be used with --method intruder")
-    if method is not Method.intersection:
-        misplaced = [name for name, value in intersection_only.items() if value is not None]
-        if misplaced:
-            raise InputError(f"{', '.join(misplaced)} can only be used with --method intersection")
-    elif (swap_p is None) == (window is None):
-        raise InputError("--method intersection needs exactly one of --swap-p (percent) or --window (ranks)")
-    if method is Method.intruder:
-        random_spec = parse_random_spec(random)
-        if x.n != y.n:
-            raise InputError(
-                f"the intruder reverse-maps the release onto the original: {release} has {y.n} rows, "
-                f"{original} has {x.n} records (--method distance or global link files of different sizes)"
-            )
-        _announce(pair, k)
-        out = _run_intruder(x, y, random_spec, seed, truth, plot, _show_progress(json_output))
-    else:
-        _announce(pair, k)
-        out = _run_linkage(x, y, method, metric, swap_p, window, truth)
-    out = {"columns": list(x.names), **out}
-    if json_output:
-        emit_json(out)
-    elif method is Method.intruder:
-        _print_attack(out)
-    else:
-        _print_linkage(out)
-
-
-def _run_intruder(
-    x: Dataset,
-    y: Dataset,
-    random_spec: RandomSpec,
-    seed: int,
-    true_mapping: KnownMapping,
-    plot: Path | None,
-    show_progress: bool,
-) -> dict[str, Any]:
-    from coutil.audit.intruder import maximum_knowledge_attack
-
-    with progress(show_progress) as bar:
-        task = bar.add_task("random records", total=None)
-
-        def on_progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        result = maximum_knowledge_attack(
-            x.values, y.values, random=random_spec, seed=seed, true_mapping=true_mapping, on_progress=on_progress
-        )
-    out = result.to_dict()
-    if plot is not None:
-        from coutil.audit.plots import plot_distance_distributions
-
-        n, m = x.values.shape
-        title = (f"Maximum-knowledge intruder: {Path(x.source).name} (X) vs {Path(y.source).name}, n = {n}, "
-                 f"m = {m}\npermutation distance of each record's match in Z (the release reverse-mapped onto X)")
-        plot_distance_distributions(
-            result.original_distribution(), result.random_distribution(), plot, hellinger=result.hellinger,
-            title=title,
-        )
-        out["plot"] = str(plot)
-    return out
-
-
-def _run_linkage(
-    x: Dataset,
-    y: Dataset,
-    method: Method,
-    metric: Metric,
-    swap_p: float | None,
-    window: int | None,
-    true_mapping: KnownMapping,
-) -> dict[str, Any]:
-    from coutil.audit.linkage import (
-        distance_linkage,
-        global_linkage,
-        rank_swap_intersection_attack,
-        unswapped_attributes,
-    )
-
-    if method is Method.distance:
-        return distance_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
-    if method is Method.global_:
-        return global_linkage(x.values, y.values, metric=metric.value, true_mapping=true_mapping).to_dict()
-    p = 0.0 if swap_p is None else swap_p
-    result = rank_swap_intersection_attack(x.values, y.values, p, window=window, true_mapping=true_mapping)
-    differ = unswapped_attributes(x.values, y.values)
-    if differ:
-        # Rank swapping only moves values: another release gives empty or wrong candidate sets.
-        empty = int((result.candidate_sizes == 0).sum())
-        _stderr_line(
-            f"warning: the sorted values of {', '.join(x.names[j] for j in differ)} differ between "
-            f"{x.source} and {y.source}: the release is not a rank swap of the original, so candidate "
-            f"sets may be empty or wrong ({empty} of {x.n} are empty)"
-        )
-    return result.to_dict()
-
-
-def _print_linkage(out: dict[str, Any]) -> None:
-    table = Table(title=f"Record linkage ({out['method']})", title_justify="left")
-    with_distance = out["method"] != "intersection"
-    for name in ("record", "matches in Y", *(["distance"] if with_distance else [])):
-        table.add_column(name, justify="right")
-    for link in out["linkages"][:TABLE_ROWS]:
-        cells = [str(link["record"]), ", ".join(map(str, link["matches"]))]
-        if with_distance:
-            cells.append("-" if link["distance"] is None else f"{link['distance']:.4f}")
-        table.add_row(*cells)
-    if len(out["linkages"]) > TABLE_ROWS:
-        more = f"({len(out['linkages']) - TABLE_ROWS} more: use --json)"
-        table.add_row("...", more, *([""] if with_distance else []))
-    err_console.print(table)
-    if not with_distance:
-        err_console.print(
-            f"swap window {out['window']} ranks; mean candidate set {out['mean_candidate_size']:.2f}; "
-            f"unique candidate for {out['unique_fraction']:.2%} of the records"
-        )
-    _print_score(out)
-
-
-def _print_score(out: dict[str, Any]) -> None:
-    if "correct_linkage_rate" in out:
-        err_console.print(
-            f"correct-linkage rate {out['correct_linkage_rate']:.4f}; "
-            f"unique correct {out['unique_correct']}; multiple matches {out['multiple_matches']}"
-        )
-
-
-#: Up to this many distances the table has a row each; beyond, rows are ranges of distances.
-DISTANCE_ROWS = 20
-
-
-def _distance_rows(original: dict[str, float], random: dict[str, float]) -> list[tuple[str, float, float]]:
-    """The distribution table's rows: one per distance, or `DISTANCE_ROWS` ranges when there are more."""
-    keys = sorted(int(k) for k in original)
-    if len(keys) <= DISTANCE_ROWS:
-        return [(str(d), original[str(d)], random[str(d)]) for d in keys]
-    edges = np.unique(np.linspace(keys[0], keys[-1] + 1, DISTANCE_ROWS + 1).astype(int))
-    rows = []
-    for low, high in itertools.pairwise(edges.tolist()):
-        inside = [str(d) for d in keys if low <= d < high]
-        label = str(low) if high - low == 1 else f"{low}-{high - 1}"
-        rows.append((label, sum(original[k] for k in inside), sum(random[k] for k in inside)))
-    return rows
-
-
-def _print_attack(out: dict[str, Any]) -> None:
-    table = Table(title="Maximum-knowledge intruder: linkages", title_justify="left")
-    for name in ("record", "matches in Z", "distance", "p-value"):
-        table.add_column(name, justify="right")
-    for link in out["linkages"][:TABLE_ROWS]:
-        table.add_row(
-            str(link["record"]),
-            ", ".join(map(str, link["matches"])),
-            str(link["distance"]),
-            f"{link['p_value']:.4f}",
-        )
-    if len(out["linkages"]) > TABLE_ROWS:
-        table.add_row("...", f"({len(out['linkages']) - TABLE_ROWS} more: use --json)", "", "")
-    err_console.print(table)
-    dist = Table(title="Distance distributions", title_justify="left")
-    for name in ("distance", "original X", "random T"):
-        dist.add_column(name, justify="right")
-    for label, freq_x, freq_t in _distance_rows(out["original_distribution"], out["random_distribution"]):
-        dist.add_row(label, f"{freq_x:.4f}", f"{freq_t:.4f}")
-    err_console.print(dist)
-    if len(out["original_distribution"]) > DISTANCE_ROWS:
-        err_console.print(f"({len(out['original_distribution'])} distances binned into ranges; every distance "
-                          "in --json)")
-    rnd = out["random_records"]
-    how = "all" if rnd["exhaustive"] else f"sampled (seed {rnd['seed']})"
-    err_console.print(f"random records: {rnd['count']} ({how}); Hellinger distance {out['hellinger']:.4f}")
-    _print_score(out)
-    if "plot" in out:
-        err_console.print(f"figure written to {out['plot']}")
-
-
-# ------------------------------------------------------------------------------------- reverse-map
-
-
-
-def reverse_map_command(
-    *,
-    original: Annotated[Path, typer.Option("--original", help="CSV of the original data set X.")],
-    release: ReleaseOpt,
-    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write Z to.")],
-    columns: ColumnsOpt = None,
-    release_columns: ReleaseColumnsOpt = None,
-    seed: SeedOpt = 0,
-    ordinal: OrdinalOpt = None,
-    k: KOpt = None,
-    force: ForceOpt = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print what was written as one JSON object.")] = False,
-) -> None:
-    """Algorithm 1: reverse-map the release onto the original values (Z); other columns are copied."""
-    from coutil.audit.permutation import reverse_map
-
-    refuse_overwriting_inputs({"--output": output}, {"--original": original, "--release": release}, force=force)
-    pair = _load(original, release, columns, release_columns, ordinal, k, same_rows="reverse mapping")
-    _announce(pair, k)
-    x, y = pair.original, pair.release
-    z = np.asarray(reverse_map(x.values, y.values, seed=seed), dtype=np.float64)
-    table = pair.release_table
-    # Z replaces the release's own columns (its names, not the original's), other columns are kept.
-    release_names = list(pair.release_names)
-    # Ordinal columns are written back as categories (Z holds X's values, whole ranks).
-    labels = renamed_ordinal(dict(x.ordinal), x.names, release_names)
-    z_data = Dataset(tuple(release_names), z, str(release), labels)
-    write_csv(output, table.header, replace_columns(table, z_data))
-    if json_output:
-        emit_json({"output": str(output), "records": y.n, "columns": release_names, "seed": seed,
-                   "original": str(original), "release": str(release)})
-    else:
-        err_console.print(f"wrote {y.n} reverse-mapped records to {output}")
-
-
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `coutil` app."""
+    """Add `audit` to the `coutil` app."""
     app.command("audit", cls=OneLineErrorsCommand)(audit_command)
-    app.command("attack", cls=OneLineErrorsCommand)(attack_command)
-    app.command("reverse-map", cls=OneLineErrorsCommand)(reverse_map_command)

@@ -1,4 +1,10 @@
-"""Helpers shared by the CLI command modules: JSON output, progress bars, one-line usage errors."""
+"""Helpers shared by the CLI command modules: JSON output, progress bars, one-line usage errors.
+
+Also the options and input handling that more than one command module uses (command modules do not
+import each other): the original X and release Y of `audit`, `attack` and `reverse-map` (the
+`coutil.audit` commands), and the ``--ordinal``, ``--json`` and selected columns of `anonymize`,
+`info-loss` and `check` (the `coutil.sdc` commands).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -22,7 +29,9 @@ from rich.progress import (
 )
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from coutil.errors import InputError, InterruptedRunError
+from coutil.audit.inputs import Pair, check_k, load_pair
+from coutil.errors import DataFileError, InputError, InterruptedRunError
+from coutil.sdc.dataset import CsvTable, Dataset, table_to_dataset
 
 #: Human-facing output goes to stderr so that stdout carries only data (CSV, JSON). Piped or redirected
 #: (not a terminal), tables keep every column whole: no 80-column default that cuts values to "5546…".
@@ -78,6 +87,16 @@ def progress(enabled: bool = True) -> Iterator[Progress]:
     )
     with prog:
         yield prog
+
+
+def show_progress(json_output: bool) -> bool:
+    """A progress bar only for a person watching a terminal; never in --json mode."""
+    return err_console.is_terminal and not json_output
+
+
+def stderr_line(message: str) -> None:
+    """One line on stderr, however long (no wrapping, no rich markup in file names)."""
+    err_console.print(message, soft_wrap=True, markup=False, highlight=False)
 
 
 # Recent typer vendors click privately (typer._click); in every version typer.BadParameter derives from
@@ -169,3 +188,102 @@ def phase_progress(bars: Progress, phases: Sequence[str], total: int) -> Callabl
         bars.update(tasks[phase], completed=round(fraction * total))
 
     return on_progress
+
+
+# ------------------------------------------------------ original X and release Y: audit, attack, reverse-map
+
+#: Rows shown in the human-readable tables of `audit` and `attack` (the JSON always has every row).
+AUDIT_TABLE_ROWS = 20
+
+AuditReleaseOpt = Annotated[Path, typer.Option("--release", help="CSV of the anonymized release Y.")]
+AuditColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="Comma-separated attributes to use (default: all of X, found by name in Y).",
+        show_default=False,
+    ),
+]
+AuditReleaseColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--release-columns",
+        help="The release's names for the --columns attributes, in the same order, when they differ.",
+        show_default=False,
+    ),
+]
+AuditJsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+AuditOrdinalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ordinal",
+        help="Declare an ordinal categorical column of X with its categories in increasing order, e.g. "
+        "'edu=primary<secondary<tertiary'; it is ranked as 1, 2, 3 in both files. Repeatable.",
+        show_default=False,
+    ),
+]
+
+
+def load_checked_pair(
+    original: Path,
+    release: Path,
+    columns: str | None,
+    release_columns: str | None,
+    ordinal: list[str] | None,
+    k: int | None,
+    same_rows: str | None = None,
+) -> Pair:
+    """X and Y for every command, ``--k`` checked; ``same_rows`` (what needs it) refuses files of
+    different lengths. Nothing is printed yet: see `announce_pair`."""
+    pair = load_pair(original, release, columns, release_columns, ordinal)
+    check_k(pair.release, k)
+    if same_rows is not None and pair.release.n != pair.original.n:
+        raise InputError(
+            f"{same_rows} needs as many release rows as original records: {release} has {pair.release.n} "
+            f"rows, {original} has {pair.original.n}"
+        )
+    return pair
+
+
+def announce_pair(pair: Pair, k: int | None) -> None:
+    """Once every option is checked (so that an error stays one line): the note on columns paired by
+    position, and a warning on a release with fewer rows than the original."""
+    if pair.note is not None:
+        stderr_line(pair.note)
+    x, y = pair.original, pair.release
+    if k is None and y.n < x.n:
+        stderr_line(
+            f"warning: {y.source} has {y.n} rows, fewer than the {x.n} records of {x.source}: records "
+            "were suppressed or the files do not match (--k sets the least number of rows to accept)"
+        )
+
+
+# ----------------------------------------------------------- centralized SDC: anonymize, info-loss, check
+
+SdcOrdinalOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ordinal",
+        help="Declare an ordinal categorical column with its categories in increasing order, e.g. "
+        "'edu=primary<secondary<tertiary'; it is processed as ranks 1, 2, 3. Repeatable.",
+        show_default=False,
+    ),
+]
+SdcJsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the machine interface).")]
+
+
+def columns_to_dataset(
+    table: CsvTable, column_names: list[str] | None, ordinal_map: dict[str, tuple[str, ...]]
+) -> Dataset:
+    """The selected columns as numbers; a text cell's error says how to leave the column out or declare it."""
+    try:
+        return table_to_dataset(table, column_names, ordinal_map)
+    except DataFileError as exc:
+        if not exc.problem.startswith("not a number") or exc.column is None:
+            raise
+        # The usual cause is a text column (an id, a category) that was not meant to be masked.
+        choose = "choose the columns with --columns" if column_names is None else (
+            f"leave {exc.column!r} out of --columns"
+        )
+        hint = f"{choose}, or declare an ordinal column with --ordinal '{exc.column}=low<medium<high'"
+        raise DataFileError(exc.path, f"{exc.problem} ({hint})", line=exc.line, column=exc.column) from None

@@ -24,6 +24,9 @@ sessions: a restarted broker remembers nothing). A node with ``on_transport``
 (after resubscribing, so what it re-sends then is answered where it listens): a broker outage then
 suspends the collector's deadlines instead of costing the round its subjects. A broker that never answers within
 ``connect_timeout`` or refuses the credentials is a `NetworkError` (exit code 6), never a hang.
+
+What a connection knows of its nodes (outboxes, broker-side subscriptions, the routing of received
+messages) is plain state in `coutil.net.connection`; this module makes the node calls and the I/O.
 """
 
 from __future__ import annotations
@@ -34,9 +37,7 @@ import functools
 import heapq
 import logging
 import os
-import random
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
 import aiomqtt
@@ -44,20 +45,19 @@ from aiomqtt.exceptions import MqttConnectError
 
 from coutil.errors import NetworkError
 from coutil.net.burst import BurstCheck, deliver_checked
+from coutil.net.connection import Connection, HostedNode
 from coutil.net.mqtt import (
     REFUSED_CODES,
     BrokerAddress,
     DriverOptions,
     EventSink,
     HostStats,
-    NodeTraffic,
     client_id_of,
     disconnected_future,
     make_client,
     parse_broker_url,
     publish_window,
 )
-from coutil.net.routing import SubscriptionIndex
 from coutil.protocol import topics
 from coutil.protocol.node import Node, Outgoing, transport_hook
 
@@ -69,8 +69,6 @@ STOP_CHECK_INTERVAL = 0.01
 SUBSCRIBE_FIRST_PATIENCE = 2.0
 #: Topic filters per SUBSCRIBE / UNSUBSCRIBE packet.
 FILTERS_PER_PACKET = 500
-#: Topics whose last message a multiplexed connection keeps, to hand to a node that subscribes later
-#: (the broker re-sends a retained message only on a new SUBSCRIBE, and the connection already has one).
 #: Seconds granted to a closing connection for the broker's side of the DISCONNECT.
 DISCONNECT_TIMEOUT = 2.0
 #: Seconds between two cancellations of a task that survived one (see `cancel_and_wait`).
@@ -162,127 +160,6 @@ async def cancel_and_wait(tasks: Sequence[asyncio.Task[None]]) -> None:
         raise asyncio.CancelledError
 
 
-class _HostedNode:
-    """One node with its outbox, subscriptions, timer and counters."""
-
-    def __init__(self, index: int, node: Node, client_id: str) -> None:
-        self.index = index
-        self.node = node
-        self.client_id = client_id
-        self.outbox: deque[Outgoing] = deque()
-        #: Identities of the queued messages (a node re-sends the very same `Outgoing` object).
-        self.queued: set[int] = set()
-        self.subscribed: frozenset[str] = frozenset()
-        #: Bumped by every node call; the flusher re-syncs subscriptions when it moved.
-        self.version = 0
-        self.synced_version = -1
-        self.started = False
-        self.timer_due: float | None = None
-        #: What the node was last told about its connection (nodes start believing it is up).
-        self.transport_up = True
-        self.traffic = NodeTraffic()
-        self.connection: _Connection | None = None
-
-
-class _Connection:
-    """One MQTT client and the nodes it serves, with the routing of received messages to them."""
-
-    def __init__(self, client_id: str, nodes: list[_HostedNode], multiplexed: bool, coarse: bool = False) -> None:
-        self.client_id = client_id
-        self.nodes = nodes
-        self.multiplexed = multiplexed
-        #: Subscribe at the broker to covering filters (see `DriverOptions.coarse_subscriptions`).
-        self.coarse = coarse and multiplexed
-        self.dirty = asyncio.Event()
-        #: Nodes whose subscriptions may have changed since the last sync.
-        self.changed: dict[int, _HostedNode] = {}
-        #: Nodes with queued messages, in the order they queued them.
-        self.sending: deque[_HostedNode] = deque()
-        self.sending_set: set[int] = set()
-        #: Broker-side subscriptions with the number of hosted node filters they serve.
-        self.refcount: dict[str, int] = {}
-        #: Broker-side subscriptions of a multiplexed connection that no hosted node wants any more,
-        #: left in place (see `route`).
-        self.lingering: set[str] = set()
-        self.routes: SubscriptionIndex[_HostedNode] = SubscriptionIndex()
-        self.bulletins: dict[str, bytes] = {}
-        #: Received messages not yet handed to all their targets, oldest first (see `_Host.deliver_backlog`).
-        self.backlog: deque[tuple[str, bytes, list[_HostedNode]]] = deque()
-        self.backlog_ready = asyncio.Event()
-        #: Checks bursts of received messages ahead of the node (`coutil.net.burst`); every message
-        #: then goes through the backlog.
-        self.check: BurstCheck | None = None
-        #: An exception a node raised while handling a message (a bug: it ends hosting).
-        self.error: BaseException | None = None
-        self.failed = asyncio.Event()
-        self.ever_connected = False
-        #: Messages handed to the client whose broker acknowledgement has not come yet.
-        self.in_flight = 0
-        self.wire = NodeTraffic()  # what actually crossed this connection's socket
-        self.jitter = random.Random(client_id)  # not the global `random`: per-connection, seeded
-        for hosted in nodes:
-            hosted.connection = self
-
-    def reset(self) -> None:
-        """Clean session: the broker forgot every subscription."""
-        self.refcount.clear()
-        self.lingering.clear()
-        self.routes.clear()
-        for hosted in self.nodes:
-            hosted.subscribed = frozenset()
-            hosted.synced_version = -1
-            self.changed[hosted.index] = hosted
-
-    def set_connected(self, connected: bool) -> None:
-        self.wire.connected = connected
-        for hosted in self.nodes:
-            hosted.traffic.connected = connected
-
-    def targets(self, topic: str) -> set[_HostedNode]:
-        return self.routes.match(topic)
-
-    def route(self, hosted: _HostedNode, wanted: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
-        """Update the routes of one node; (filters to subscribe, to unsubscribe, already subscribed).
-
-        A multiplexed connection never unsubscribes: a filter no hosted node wants lingers at the
-        broker, and what still arrives on it is routed to nobody. mosquitto 2.0 looks a client's
-        subscriptions up one by one on every SUBSCRIBE and UNSUBSCRIBE (measured: 100,000 filters on
-        one client cost it 2.4 s to subscribe, 2.1 s to unsubscribe, 0.6 s for 50,000): the 110,000
-        group topics a worker drops at 10^5 subjects, when its subjects send their verdicts, kept the
-        broker busy for about 25 s while the worker's publishes waited behind the UNSUBACKs.
-        """
-        new_filters: list[str] = []
-        gone_filters: list[str] = []
-        shared: list[str] = []
-        for topic_filter in wanted - hosted.subscribed:
-            self.routes.add(topic_filter, hosted)
-            broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
-            count = self.refcount.get(broker_filter, 0)
-            self.refcount[broker_filter] = count + 1
-            if count or broker_filter in self.lingering:
-                self.lingering.discard(broker_filter)
-                shared.append(topic_filter)
-            else:
-                new_filters.append(broker_filter)
-                if broker_filter != topic_filter:
-                    # The cover may have been subscribed before (and its retained messages seen).
-                    shared.append(topic_filter)
-        for topic_filter in hosted.subscribed - wanted:
-            self.routes.discard(topic_filter, hosted)
-            broker_filter = topics.covering_filter(topic_filter) if self.coarse else topic_filter
-            count = self.refcount.get(broker_filter, 0) - 1
-            if count <= 0:
-                self.refcount.pop(broker_filter, None)
-                if self.multiplexed:
-                    self.lingering.add(broker_filter)
-                else:
-                    gone_filters.append(broker_filter)
-            else:
-                self.refcount[broker_filter] = count
-        hosted.subscribed = wanted
-        return new_filters, gone_filters, shared
-
-
 def _deliver(node: Node, topic: str, payload: bytes, now: float) -> list[Outgoing]:
     return node.receive(topic, payload, now)
 
@@ -291,7 +168,7 @@ class _Host:
     """The shared machinery of one `host_nodes` call."""
 
     def __init__(
-        self, connections: list[_Connection], hosted: list[_HostedNode], address: BrokerAddress,
+        self, connections: list[Connection], hosted: list[HostedNode], address: BrokerAddress,
         options: DriverOptions, on_event: EventSink | None,
     ) -> None:
         self.connections = connections
@@ -310,7 +187,7 @@ class _Host:
 
     # -- node calls (synchronous: atomic with respect to the event loop, so no locks) --------------
 
-    def call(self, hosted: _HostedNode, action: Callable[[float], list[Outgoing]]) -> None:
+    def call(self, hosted: HostedNode, action: Callable[[float], list[Outgoing]]) -> None:
         outgoing = action(self.options.clock())
         node = hosted.node
         events = node.drain_events()
@@ -349,7 +226,7 @@ class _Host:
         connection.dirty.set()
         self.changed.set()
 
-    def tell_transport(self, connection: _Connection, up: bool) -> None:
+    def tell_transport(self, connection: Connection, up: bool) -> None:
         """Tell the started nodes of ``connection`` that it is down or back up (on a change only)."""
         for hosted in connection.nodes:
             hook = transport_hook(hosted.node)
@@ -362,7 +239,7 @@ class _Host:
         """Fire every started node's timer when due (one task for all nodes, a heap of due times)."""
         while True:
             now = self.options.clock()
-            due_now: list[_HostedNode] = []
+            due_now: list[HostedNode] = []
             # At most a chunk of timers per turn of the event loop (see `deliver_backlog`).
             while self.timers and self.timers[0][0] <= now and len(due_now) < self.options.delivery_chunk:
                 due, _, index = heapq.heappop(self.timers)
@@ -385,12 +262,12 @@ class _Host:
 
     # -- connections -------------------------------------------------------------------------------
 
-    def _backoff(self, connection: _Connection, attempt: int) -> float:
+    def _backoff(self, connection: Connection, attempt: int) -> float:
         ceiling = min(self.options.backoff_max, self.options.backoff_initial * 2.0 ** min(attempt - 1, 30))
         # Full jitter in [ceiling/2, ceiling): 10^4 clients cut off together do not return together.
         return ceiling * (0.5 + 0.5 * connection.jitter.random())
 
-    async def run_connection(self, connection: _Connection) -> None:
+    async def run_connection(self, connection: Connection) -> None:
         """Connect, serve, and reconnect forever (until cancelled)."""
         first_deadline = time.monotonic() + self.options.connect_timeout
         attempt = 0
@@ -429,7 +306,7 @@ class _Host:
             attempt += 1
             await asyncio.sleep(self._backoff(connection, attempt))
 
-    def _check_fatal(self, connection: _Connection, exc: aiomqtt.MqttError, first_deadline: float) -> None:
+    def _check_fatal(self, connection: Connection, exc: aiomqtt.MqttError, first_deadline: float) -> None:
         if connection.ever_connected:
             return  # a broker that was there once is waited for until the caller's timeout
         where = self.address.display()
@@ -443,7 +320,7 @@ class _Host:
                 f"cannot reach the MQTT broker at {where} within {self.options.connect_timeout:g} s: {exc}"
             ) from exc
 
-    async def _session(self, connection: _Connection, client: aiomqtt.Client) -> None:
+    async def _session(self, connection: Connection, client: aiomqtt.Client) -> None:
         connection.reset()
         await self._sync_subscriptions(connection, client)
         self.tell_transport(connection, True)
@@ -466,11 +343,11 @@ class _Host:
                 raise error
         raise aiomqtt.MqttError("message stream ended")
 
-    async def _sync_subscriptions(self, connection: _Connection, client: aiomqtt.Client) -> None:
+    async def _sync_subscriptions(self, connection: Connection, client: aiomqtt.Client) -> None:
         changed, connection.changed = connection.changed, {}
         subscribe: list[str] = []
         unsubscribe: list[str] = []
-        late: list[tuple[_HostedNode, str]] = []
+        late: list[tuple[HostedNode, str]] = []
         for hosted in changed.values():
             version = hosted.version
             wanted = hosted.node.subscriptions()
@@ -494,7 +371,7 @@ class _Host:
             if done % self.options.delivery_chunk == 0:
                 await asyncio.sleep(0)  # thousands of nodes joining the roster at once (see deliver_backlog)
 
-    def _on_refused(self, connection: _Connection, exc: SubscriptionRefusedError) -> None:
+    def _on_refused(self, connection: Connection, exc: SubscriptionRefusedError) -> None:
         """A multiplexed connection falls back to covering filters (a few per round, whatever the
         number of nodes) and reconnects, so that the broker forgets the filters it granted; a
         connection that cannot subscribe to fewer filters is a `NetworkError`."""
@@ -507,7 +384,7 @@ class _Host:
             "limit on subscriptions per client; NATS: raise 65535 / mqtt.max_ack_pending)"
         ) from exc
 
-    async def _reader(self, connection: _Connection, client: aiomqtt.Client) -> None:
+    async def _reader(self, connection: Connection, client: aiomqtt.Client) -> None:
         """Wait until the connection ends or a node failed; messages themselves are handed to the
         nodes by `_on_payload`, from the socket's read callback."""
         disconnected = disconnected_future(client)
@@ -521,7 +398,7 @@ class _Host:
         cause = disconnected.exception() if disconnected.done() and not disconnected.cancelled() else None
         raise aiomqtt.MqttError("disconnected") from cause
 
-    def _on_payload(self, connection: _Connection, topic: str, payload: bytes) -> None:
+    def _on_payload(self, connection: Connection, topic: str, payload: bytes) -> None:
         """One message received on ``connection``: hand it to every hosted node subscribed to it."""
         if connection.error is not None:
             return
@@ -551,12 +428,12 @@ class _Host:
             connection.error = exc
             connection.failed.set()
 
-    def _deliver_to(self, hosted: _HostedNode, topic: str, data: bytes) -> None:
+    def _deliver_to(self, hosted: HostedNode, topic: str, data: bytes) -> None:
         hosted.traffic.received_messages += 1
         hosted.traffic.received_bytes += len(data)
         self.call(hosted, functools.partial(_deliver, hosted.node, topic, data))
 
-    async def deliver_backlog(self, connection: _Connection) -> None:
+    async def deliver_backlog(self, connection: Connection) -> None:
         """Hand out the messages `_on_payload` deferred, in the order received, at most
         ``delivery_chunk`` node calls between two turns of the event loop.
 
@@ -586,7 +463,7 @@ class _Host:
                     await asyncio.sleep(0)
             connection.backlog_ready.clear()
 
-    async def deliver_checked_backlog(self, connection: _Connection, check: BurstCheck) -> None:
+    async def deliver_checked_backlog(self, connection: Connection, check: BurstCheck) -> None:
         """`deliver_backlog` for a connection whose bursts are checked ahead (`coutil.net.burst`)."""
         try:
             await deliver_checked(connection.backlog, connection.backlog_ready, check, self._deliver_to,
@@ -595,7 +472,7 @@ class _Host:
             connection.error = exc
             connection.failed.set()
 
-    async def _flusher(self, connection: _Connection, client: aiomqtt.Client) -> None:
+    async def _flusher(self, connection: Connection, client: aiomqtt.Client) -> None:
         timeout = self.options.operation_timeout
         window_size = self.options.publish_window
         while True:
@@ -609,7 +486,7 @@ class _Host:
                     await self._sync_subscriptions(connection, client)
                 if not connection.sending:
                     break
-                window: list[tuple[_HostedNode, Outgoing]] = []
+                window: list[tuple[HostedNode, Outgoing]] = []
                 while connection.sending and len(window) < window_size:
                     hosted = connection.sending[0]
                     while hosted.outbox and len(window) < window_size:
@@ -673,16 +550,16 @@ async def host_nodes(
     """
     options = options if options is not None else DriverOptions()
     address = broker_url if isinstance(broker_url, BrokerAddress) else parse_broker_url(broker_url)
-    hosted: list[_HostedNode] = []
-    connections: list[_Connection] = []
+    hosted: list[HostedNode] = []
+    connections: list[Connection] = []
     seen: set[str] = set()
 
-    def add(node: Node) -> _HostedNode:
+    def add(node: Node) -> HostedNode:
         client_id = client_id_of(node)
         if client_id in seen:
             raise ValueError(f"two nodes share the MQTT client id {client_id!r}")
         seen.add(client_id)
-        item = _HostedNode(len(hosted), node, client_id)
+        item = HostedNode(len(hosted), node, client_id)
         hosted.append(item)
         return item
 
@@ -690,11 +567,11 @@ async def host_nodes(
         if isinstance(entry, Sequence):
             group = [add(node) for node in entry]
             if group:
-                connections.append(_Connection(f"coutil-mux-{os.urandom(6).hex()}", group, multiplexed=True,
+                connections.append(Connection(f"coutil-mux-{os.urandom(6).hex()}", group, multiplexed=True,
                                                coarse=options.coarse_subscriptions))
         else:
             single = add(entry)
-            connections.append(_Connection(single.client_id, [single], multiplexed=False))
+            connections.append(Connection(single.client_id, [single], multiplexed=False))
             connections[-1].check = (checks or {}).get(single.client_id)
     host = _Host(connections, hosted, address, options, on_event)
     started = time.monotonic()

@@ -97,7 +97,7 @@ def covering_filter(topic_filter: str) -> str:
     ``coutil/v2/<round>/c/...`` -> ``coutil/v2/<round>/c/#``, ``coutil/v2/<round>/s/<sid>/<kind>``
     -> ``coutil/v2/<round>/s/+/<kind>`` and ``.../s/<sid>/to/<rsid>`` -> ``.../s/+/to/+``; anything
     else is its own cover. A connection hosting many subjects subscribes to these covers and routes
-    locally (`coutil.net.hosting`), for brokers whose cost per message grows with the number of
+    locally (`coutil.net.connection`), for brokers whose cost per message grows with the number of
     subscriptions.
     """
     parts = topic_filter.split("/")

@@ -7,7 +7,8 @@
   and wall times;
 - `report`: `RoundReport`, traffic statistics, the output files;
 - `transcript`: the signed transcript of a round (transcript.json, ``collector export --transcript``) and
-  the recorder that writes it in a driver; `verify`: the auditor's checks on it (``coutil verify``);
+  the recorder that writes it in a driver; `verify` (and `verify_roster`): the auditor's checks on it
+  (``coutil verify``);
 - `simulation`: fault plans and synthetic records;
 - the drivers: `memory` (the in-memory bus, virtual time), `mqtt` (a real broker) and `workers`
   (subjects hosted in worker processes against that broker); `subjects` hosts the subjects of a

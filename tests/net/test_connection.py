@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coutil.net.hosting import _Connection, _HostedNode
+from coutil.net.connection import Connection, HostedNode
 from tests.net.helpers import IdleNode
 
 
@@ -17,8 +17,8 @@ def test_a_multiplexed_connection_leaves_dropped_filters_subscribed_and_reuses_t
     keeps a filter its nodes dropped (routing what still comes to nobody), a single node's
     connection unsubscribes it."""
     for multiplexed in (True, False):
-        first, second = _HostedNode(0, _Quiet(), "a"), _HostedNode(1, _Quiet(), "b")
-        connection = _Connection("c", [first, second], multiplexed=multiplexed)
+        first, second = HostedNode(0, _Quiet(), "a"), HostedNode(1, _Quiet(), "b")
+        connection = Connection("c", [first, second], multiplexed=multiplexed)
         new, gone, shared = connection.route(first, frozenset({"t/x"}))
         assert (new, gone, shared) == (["t/x"], [], [])
         new, gone, shared = connection.route(first, frozenset())

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from coutil.cli import main, sdc_commands
-from coutil.cli.sdc_commands import round_significant
+from coutil.cli import anonymize_commands, common, main
+from coutil.cli.anonymize_commands import round_significant
 from coutil.errors import ExitCode
 from coutil.sdc.dataset import load_csv
 from coutil.sdc.infoloss import il1s, sse_sst_percent_pair
@@ -238,9 +238,9 @@ def _record_progress(monkeypatch: pytest.MonkeyPatch) -> tuple[_RecordingProgres
         calls.append(enabled)
         yield recorder
 
-    monkeypatch.setattr(sdc_commands, "progress", fake_progress)
-    # A terminal on stderr, as when a person runs the command.
-    monkeypatch.setattr(sdc_commands, "err_console", Console(stderr=True, force_terminal=True))
+    monkeypatch.setattr(anonymize_commands, "progress", fake_progress)
+    # A terminal on stderr, as when a person runs the command: `common.show_progress` asks this console.
+    monkeypatch.setattr(common, "err_console", Console(stderr=True, force_terminal=True))
     return recorder, calls
 
 

@@ -1,0 +1,377 @@
+"""The auditor's first half (`coutil.round.verify`): the transcript verified, and the roster it set up.
+
+- `Check`: one check's result (pass, fail with every problem found, or skip with what it needs);
+- `VerifiedRound`: the transcript's messages that verified, decoded; `check_signatures` fills it, and
+  every other check reads it, skipping through `need` what it lacks;
+- the checks of the roster the round was set up on: `check_roster` (the assigns against the roster),
+  `check_inclusion` (the roster root against the registrations, the inclusion proofs) and
+  `check_grouping` (MDAV or SafePub recomputed on the roster).
+
+The checks of what the round released, the list of checks (`CHECKS`) and the driver that runs them
+are in `coutil.round.verify`, which imports this module (never the other way round).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from coutil.errors import InputError, RemoteProtocolError
+from coutil.protocol import codec, merkle
+from coutil.protocol.messages import (
+    COLLECTOR_TAGS,
+    Announce,
+    Assign,
+    Message,
+    Register,
+    Release,
+    Roster,
+    ShuffleStart,
+    Verdict,
+)
+from coutil.protocol.topics import sid_of
+from coutil.round.transcript import Transcript
+from coutil.sdc.generalization import classes_of, parse_scheme
+from coutil.sdc.mdav import mdav
+
+
+@dataclass
+class Check:
+    """One check's result: status ``pass``, ``fail`` or ``skip``."""
+
+    name: str
+    #: The collector deviations (`coutil.adversary` names) this check would catch.
+    catches: str
+    status: str = "pass"
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, problem: str) -> None:
+        self.status = "fail"
+        self.problems.append(problem)
+
+    def skip(self, why: str) -> None:
+        if self.status != "fail":
+            self.status = "skip"
+        self.notes.append(why)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"check": self.name, "status": self.status, "catches": self.catches, "problems": self.problems,
+                "notes": self.notes}
+
+
+@dataclass
+class VerifiedRound:
+    """The transcript's messages that verified, decoded."""
+
+    transcript: Transcript
+    announce: Announce | None = None
+    roster: Roster | None = None
+    release: Release | None = None
+    release_digest: bytes = b""
+    assigns: list[Assign] = field(default_factory=list)
+    registrations: list[Register] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    shuffle_starts: list[ShuffleStart] = field(default_factory=list)
+
+    @property
+    def k(self) -> int:
+        return self.announce.params.k if self.announce is not None else 1
+
+    def roster_keys(self) -> list[bytes] | None:
+        """The roster in order (sorted keys), known only from the registrations."""
+        if not self.transcript.registrations_included:
+            return None
+        return sorted(r.sender for r in self.registrations)
+
+
+def _decode(data: bytes, what: str, check: Check) -> codec.Decoded | None:
+    try:
+        return codec.decode(data, codec.Limits())
+    except RemoteProtocolError as exc:
+        check.fail(f"{what}: {exc.reason} ({exc.detail})")
+        return None
+
+
+def check_signatures(r: VerifiedRound, check: Check) -> None:
+    """Verify every envelope under its sender's key, all of this round, and decode into ``r`` what verified."""
+    t = r.transcript
+    decoded = _decode(t.announce, "announce", check)
+    if decoded is None:
+        return
+    if not isinstance(decoded.message, Announce):
+        check.fail(f"announce: a {decoded.message.TAG} in its place")
+        return
+    if decoded.message.sender != t.collector_key:
+        check.fail("announce: signed by another key than the transcript's collector_key")
+    if decoded.message.round_id != t.round_id:
+        check.fail("announce: of another round than the transcript's")
+    r.announce = decoded.message
+    collector = decoded.message.sender
+
+    def take(data: bytes, what: str, cls: type[Message]) -> Message | None:
+        d = _decode(data, what, check)
+        if d is None:
+            return None
+        message = d.message
+        if not isinstance(message, cls):
+            check.fail(f"{what}: a {message.TAG}, expected a {cls.TAG}")
+            return None
+        if message.round_id != t.round_id:
+            check.fail(f"{what}: of another round ({message.round_id.hex()}): a replay")
+            return None
+        if (message.TAG in COLLECTOR_TAGS) != (message.sender == collector):
+            signer = "another key than the collector" if message.TAG in COLLECTOR_TAGS else "the collector"
+            check.fail(f"{what}: signed by {signer}")
+            return None
+        if isinstance(message, Release):
+            r.release_digest = d.digest
+        return message
+
+    if t.roster is not None:
+        roster = take(t.roster, "roster", Roster)
+        r.roster = roster if isinstance(roster, Roster) else None
+    if t.release is not None:
+        release = take(t.release, "release", Release)
+        r.release = release if isinstance(release, Release) else None
+    groups: list[tuple[Sequence[bytes], str, type[Message], list[Any]]] = [
+        (t.assignments, "assign", Assign, r.assigns),
+        (t.registrations, "registration", Register, r.registrations),
+        (t.verdicts, "verdict", Verdict, r.verdicts),
+        (t.shuffle_starts, "shuffle_start", ShuffleStart, r.shuffle_starts),
+    ]
+    total = 1 + (t.roster is not None) + (t.release is not None)
+    for items, what, cls, sink in groups:
+        for i, data in enumerate(items):
+            message = take(data, f"{what} {i}", cls)
+            if message is not None:
+                sink.append(message)
+        total += len(items)
+    if check.status == "pass":
+        check.notes.append(f"{total} envelopes (protocol version {codec.PROTOCOL_VERSION}) verify under their "
+                           f"senders' keys, all of round {t.round_id.hex()}")
+
+
+def need(r: VerifiedRound, check: Check, *, roster: bool = False, release: bool = False) -> bool:
+    """Whether ``r`` holds what a check needs (a valid announce, and the roster or release asked for); if
+    not, ``check`` is skipped saying what is missing, or failed when the round went past the release
+    without one on the release topic."""
+    if r.announce is None:
+        check.skip("no valid announce")
+        return False
+    if roster and r.roster is None:
+        check.skip(f"no roster (phase {r.transcript.phase})")
+        return False
+    if release and r.release is None:
+        if r.transcript.phase in ("auditing", "done") or r.transcript.verdicts:
+            # Past the release, it must be on the release topic (retained, the same for everyone): a
+            # collector that showed releases only in inboxes may have shown different ones (split view).
+            check.fail(f"no release on the release topic although the round reached {r.transcript.phase} "
+                       f"({len(r.transcript.verdicts)} verdicts): releases shown only privately")
+        else:
+            check.skip(f"no release (phase {r.transcript.phase})")
+        return False
+    return True
+
+
+def check_roster(r: VerifiedRound, check: Check) -> None:
+    """The assigns against the roster: its root, leaf order and size; one member list and centroid per group."""
+    if not need(r, check, roster=True):
+        return
+    assert r.roster is not None
+    root, n = r.roster.merkle_root, r.roster.n
+    by_subject: dict[bytes, Assign] = {}
+    for a in r.assigns:
+        if a.subject in by_subject:
+            check.fail(f"two assigns for subject {sid_of(a.subject)}")
+        by_subject[a.subject] = a
+        if a.merkle_root != r.roster.merkle_root:
+            check.fail(f"subject {sid_of(a.subject)}'s assign names roster root {a.merkle_root.hex()[:16]}, the roster "
+                       f"{root.hex()[:16]} (split view of the roster)")
+        if not 0 <= a.leaf_index < n:
+            check.fail(f"subject {sid_of(a.subject)}'s leaf index {a.leaf_index} outside a roster of {n}")
+        if a.group >= r.roster.n_groups:
+            check.fail(f"subject {sid_of(a.subject)} assigned group {a.group}, the roster has {r.roster.n_groups}")
+    suppressed = sum(1 for reason in r.transcript.exclusions.values() if reason == "suppressed_class")
+    if len(by_subject) + suppressed != n:
+        check.fail(f"{len(by_subject)} assigns (+ {suppressed} suppressed classes' members) for a roster of {n}")
+    ordered = sorted(by_subject.values(), key=lambda a: a.subject)
+    if [a.leaf_index for a in ordered] != sorted(a.leaf_index for a in ordered) or \
+            len({a.leaf_index for a in ordered}) != len(ordered):
+        check.fail("leaf indices are not in the order of the subjects' keys (the roster order)")
+    keys = r.roster_keys()
+    if keys is not None:
+        for a in ordered:
+            if a.subject in keys and keys.index(a.subject) != a.leaf_index:
+                check.fail(f"subject {sid_of(a.subject)} at leaf {a.leaf_index}, her roster position is "
+                           f"{keys.index(a.subject)}")
+    # The latest assigns of the live members must agree per group; an excluded member keeps the assign
+    # of the group she left (which may have merged since), so hers only has to be well-formed.
+    excluded = r.transcript.exclusions
+    members_of: dict[int, set[tuple[bytes, ...]]] = defaultdict(set)
+    centroid_of: dict[int, set[tuple[float, ...]]] = defaultdict(set)
+    for a in ordered:
+        if a.subject not in a.members:
+            check.fail(f"subject {sid_of(a.subject)}'s assign does not list her among group {a.group}'s members")
+        if list(a.members) != sorted(set(a.members)):
+            check.fail(f"group {a.group}: members unsorted or repeated")
+        if len(a.members) < r.k:
+            check.fail(f"group {a.group} assigned with {len(a.members)} members, below k = {r.k}")
+        if sid_of(a.subject) not in excluded:
+            members_of[a.group].add(a.members)
+            centroid_of[a.group].add(a.centroid)
+    for group, views in sorted(members_of.items()):
+        if len(views) > 1:
+            check.fail(f"group {group}: its members were told {len(views)} different member lists (split view)")
+        if len(centroid_of[group]) > 1:
+            check.fail(f"group {group}: its members were told {len(centroid_of[group])} different centroids")
+        for members in views:
+            for m in members:
+                if m in by_subject and by_subject[m].group != group:
+                    check.fail(f"group {group} lists {sid_of(m)}, whose assign names group {by_subject[m].group}")
+    if check.status == "pass":
+        check.notes.append(f"{len(ordered)} assigns of {len(members_of)} groups name the roster root "
+                           f"{root.hex()[:16]} (n = {n}); every group's members were told the same")
+
+
+def _path_root(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes | None:
+    """The root an audit path leads to from a leaf hash (`merkle.verify_inclusion`'s walk); None if malformed."""
+    current, position, width = leaf_hash, 0, size
+    while width > 1:
+        if index % 2 == 1 or index + 1 < width:
+            if position >= len(proof):
+                return None
+            sibling = proof[position]
+            position += 1
+            current = merkle.node_hash(sibling, current) if index % 2 == 1 else merkle.node_hash(current, sibling)
+        index //= 2
+        width = (width + 1) // 2
+    return current if position == len(proof) else None
+
+
+def check_inclusion(r: VerifiedRound, check: Check) -> None:
+    """The roster root against the registrations and every inclusion proof (without registrations: each
+    proof against its neighbour's leaf hash)."""
+    if not need(r, check, roster=True):
+        return
+    assert r.roster is not None and r.announce is not None
+    root, n = r.roster.merkle_root, r.roster.n
+    by_index = {a.leaf_index: a for a in r.assigns}
+    if r.transcript.registrations_included:
+        qi_of = {reg.sender: reg.qi for reg in r.registrations}
+        if len(qi_of) != len(r.registrations):
+            check.fail("two registrations from one subject")
+        if len(qi_of) != n:
+            check.fail(f"{len(qi_of)} registrations for a roster of {n} (members added to or left out of the roster)")
+        width = len(r.announce.params.qi_names)
+        if any(len(qi) != width for qi in qi_of.values()):
+            check.fail(f"a registration without exactly {width} QI values")
+            return
+        keys = sorted(qi_of)
+        tree = merkle.MerkleTree([merkle.roster_leaf(key, qi_of[key]) for key in keys])
+        if tree.root != root:
+            check.fail(f"the roster root {root.hex()[:16]} is not the Merkle root over the registrations "
+                       f"({tree.root.hex()[:16]})")
+        for a in r.assigns:
+            if a.subject not in qi_of:
+                check.fail(f"assign to {sid_of(a.subject)}, who never registered (a fabricated member)")
+            elif not merkle.verify_inclusion(merkle.roster_leaf(a.subject, qi_of[a.subject]), a.leaf_index, n,
+                                             a.proof, root):
+                check.fail(f"subject {sid_of(a.subject)}'s inclusion proof does not lead to the roster root")
+        if check.status == "pass":
+            check.notes.append(f"the roster root is the tree over the {n} registrations; {len(r.assigns)} "
+                               "inclusion proofs verify")
+        return
+    # Without registrations the leaves are unknown; a leaf's hash is its neighbour's first proof element.
+    checked = 0
+    for a in r.assigns:
+        sibling = by_index.get(a.leaf_index ^ 1)
+        if sibling is None or not sibling.proof or (a.leaf_index ^ 1) >= n:
+            continue
+        if _path_root(sibling.proof[0], a.leaf_index, n, a.proof) != root:
+            check.fail(f"subject {sid_of(a.subject)}'s inclusion proof (with her neighbour's leaf hash) does not lead "
+                       "to the roster root")
+        checked += 1
+    check.notes.append(f"no registrations in the transcript: {checked} proofs checked for consistency with their "
+                       "neighbours' only, the leaves (key and QIs) not (export with --with-registrations)")
+
+
+def check_grouping(r: VerifiedRound, check: Check) -> None:
+    """The groups recomputed on the registrations (MDAV, or the announced SafePub bins' classes), merges explained."""
+    if not need(r, check, roster=True):
+        return
+    if not r.transcript.registrations_included:
+        check.skip("needs the registrations (export or run with --with-registrations)")
+        return
+    assert r.roster is not None and r.announce is not None
+    params = r.announce.params
+    qi_of = {reg.sender: reg.qi for reg in r.registrations}
+    keys = sorted(qi_of)
+    if len(keys) != r.roster.n or not keys:
+        check.skip("the registrations are not the roster (see inclusion)")
+        return
+    matrix = np.array([qi_of[key] for key in keys], dtype=np.float64)
+    excluded = {sid: reason for sid, reason in r.transcript.exclusions.items()}
+    assigned = {a.subject: a for a in r.assigns}
+    if params.method == "safepub":
+        manifest = dict(params.manifest)
+        try:
+            scheme = parse_scheme(manifest.get("safepub_bins", ""), params.qi_names)
+        except InputError as exc:
+            check.fail(f"the announced SafePub bins do not parse: {exc}")
+            return
+        classes = classes_of(matrix, scheme)
+        labels, centres, n_groups = classes.labels, classes.midpoints, int(classes.midpoints.shape[0])
+    elif params.method == "mdav":
+        grouping = mdav(matrix, params.k)
+        labels, centres, n_groups = grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), \
+            grouping.n_groups
+    else:
+        check.skip(f"unknown grouping method {params.method!r}")
+        return
+    if r.roster.n_groups != n_groups:
+        check.fail(f"the roster announces {r.roster.n_groups} groups, {params.method} forms {n_groups}")
+    expected: dict[int, list[bytes]] = defaultdict(list)
+    for key, label in zip(keys, labels.tolist(), strict=True):
+        expected[int(label)].append(key)
+    merges = 0
+    for label, members in sorted(expected.items()):
+        if len(members) < params.k:
+            # SafePub: a class below k gets no assign; its members are excluded `suppressed_class`.
+            for key in members:
+                if key in assigned:
+                    check.fail(f"class {label} has {len(members)} members, below k, yet {sid_of(key)} was assigned")
+                elif excluded.get(sid_of(key)) != "suppressed_class":
+                    check.fail(f"{sid_of(key)} of class {label} (below k) is not excluded `suppressed_class`")
+            continue
+        if any(key not in assigned for key in members):
+            check.fail(f"group {label}: {sum(key not in assigned for key in members)} of its members got no assign")
+            continue
+        now_in = {assigned[key].group for key in members}
+        if now_in == {label}:
+            first = assigned[members[0]]
+            want = tuple(float(v) for v in centres[label])
+            if first.members == tuple(sorted(members)) and first.centroid != want:
+                check.fail(f"group {label}: assigned centroid {first.centroid}, {params.method} gives {want}")
+            continue
+        # A merge: the group lost members below k before its reveal and all the others moved to one group.
+        movers = [key for key in members if assigned[key].group != label]
+        targets = {assigned[key].group for key in movers}
+        stayed = [key for key in members if assigned[key].group == label and sid_of(key) not in excluded]
+        if len(targets) != 1:
+            check.fail(f"group {label} ({params.method}) split over groups {sorted(targets)}")
+        elif stayed:
+            check.fail(f"group {label}: {len(movers)} members moved to group {min(targets)}, {len(stayed)} stayed")
+        elif params.method != "mdav":
+            check.fail(f"class {label} merged into another: SafePub never merges")
+        elif min(targets) not in expected:
+            check.fail(f"group {label} moved to group {min(targets)}, which {params.method} never formed")
+        else:
+            merges += 1
+    if check.status == "pass":
+        check.notes.append(f"the {n_groups} groups are {params.method}'s on the {len(keys)} registrations"
+                           + (f" ({merges} merged after losing members below k)" if merges else ""))
