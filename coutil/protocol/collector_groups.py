@@ -87,7 +87,7 @@ class GroupState:
     #: When the stalled run is relayed next (None: not stalled since the last fresh message).
     next_relay: float | None = None
     #: When a message from any member last arrived (duplicates included): a group from which
-    #: nothing arrives for half a step is mute (see `CollectorNode._outage_suspected`).
+    #: nothing arrives for half a step is mute (see `OutageWatch`).
     heard_at: float = 0.0
     #: Its deadline is extended because its silence is taken for an outage (until it is heard again).
     suspended: bool = False

@@ -25,8 +25,9 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import Batch, Message, Submit, Vote
 from coutil.protocol.node import Outgoing, SeededRandom
-from coutil.protocol.subject import SubjectNode, _Run
+from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
+from coutil.protocol.subject_core import SubjectRun
 from coutil.round.simulation import synthetic_dataset
 
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
@@ -36,7 +37,7 @@ CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random
 class TamperingMixer(SubjectNode):
     """Corrupts one item of the batch she publishes in run 0 (same length, so sizes link nothing)."""
 
-    def _mix(self, run: _Run, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
         out = super()._mix(run, step, inputs, now)
         if run.number != 0:
             return out
@@ -76,7 +77,7 @@ class Withholder(SubjectNode):
     """Stays connected but never publishes her batch (nor anything else in that run): the run waits
     for her until the step deadline."""
 
-    def _mix(self, run: _Run, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
         run.blamed = True  # the flag that stops every further action of hers in this run
         return []
 

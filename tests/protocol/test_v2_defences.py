@@ -23,8 +23,9 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import GroupOpened, RunRefused
 from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, Submit, Verdict, Vote
 from coutil.protocol.node import Outgoing, SeededRandom
-from coutil.protocol.subject import SubjectNode, _Run
+from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
+from coutil.protocol.subject_core import SubjectRun
 from coutil.round.simulation import synthetic_dataset
 
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
@@ -162,7 +163,7 @@ class ItemDropper(SubjectNode):
     """As a mixer in run 0, drops one item and puts a copy of another in its place (the batch keeps
     its size, so only re-execution can tell)."""
 
-    def _mix(self, run: _Run, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
         out = super()._mix(run, step, inputs, now)
         if run.number != 0 or step not in run.batches:
             return out

@@ -1,0 +1,524 @@
+"""The subject's state, and her part in her group's shuffle runs (sans-IO).
+
+`SubjectCore` holds everything a subject knows in a round and takes her part in her group's
+accountable shuffle: she checks each run against her assign (members, k, no run after her reveal),
+publishes her run keys, builds and submits her onion, peels and permutes her step, votes on the
+final batch, reveals her inner secret at reveal_open, and blames on a no-go. The run's sub-steps are
+tracked in `SubjectRun`. `SubjectNode` (`coutil.protocol.subject`) builds on it: the Node interface, the
+transition table, registration, the release and her audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, crypto, topics
+from coutil.protocol.events import (
+    BlameSent,
+    NoGoVoted,
+    RunRefused,
+    SplitViewSeen,
+    SubjectEvent,
+    SubjectExcluded,
+    SubjectRunStarted,
+    SubjectStateChanged,
+    UnpeelableItem,
+)
+from coutil.protocol.messages import (
+    COLLECTOR_TAGS,
+    Assign,
+    Batch,
+    Blame,
+    Fetch,
+    GroupDone,
+    Message,
+    Reveal,
+    RevealOpen,
+    RoundParams,
+    RunKeys,
+    ShuffleStart,
+    Submit,
+    Verdict,
+    Vote,
+)
+from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_place
+from coutil.protocol.retry import NewsClock, Resender
+from coutil.protocol.shuffle import (
+    batch_digest,
+    collector_aad,
+    inner_aad,
+    inner_commitment,
+    members_digest,
+    outer_aad,
+)
+from coutil.protocol.states import SubjectState
+from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict
+
+__all__ = ["SubjectCore", "SubjectRun"]
+
+
+@dataclass
+class SubjectRun:
+    """One shuffle run of the subject's group, as she sees it."""
+
+    number: int
+    members: tuple[bytes, ...]
+    outer: crypto.KxKey
+    inner: crypto.KxKey
+    #: Her view of the run (SPEC §8.4), compared with every member's run_keys and vote.
+    members_digest: bytes = b""
+    keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)  # member -> (outer, inner)
+    submissions: dict[bytes, bytes] = field(default_factory=dict)
+    batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    votes: dict[bytes, Vote] = field(default_factory=dict)
+    my_sealed: bytes | None = None
+    #: Opens the commitment to ``my_sealed`` sent with her submission (revealed only in a blame).
+    my_salt: bytes = bytes(32)
+    #: Blames received (a blame without a no-go vote is unjustified: she keeps going).
+    blames: dict[bytes, Blame] = field(default_factory=dict)
+    my_permutation: tuple[int, ...] = ()
+    my_vote: bool | None = None
+    final_digest: bytes | None = None
+    reveal_open: bool = False
+    revealed: bool = False
+    blamed: bool = False
+
+
+class SubjectCore:
+    """A subject's state and her group's runs; `SubjectNode` is the subject."""
+
+    def __init__(
+        self,
+        *,
+        collector_key: bytes,
+        qi: Sequence[float],
+        confidential: Sequence[float],
+        rng: RandomSource,
+        caches: SharedCaches | None = None,
+        limits: codec.Limits | None = None,
+        retry_interval: float = 2.0,
+        news: NewsClock | None = None,
+    ) -> None:
+        self._collector_key = bytes(collector_key)
+        self._qi = tuple(float(v) for v in qi)
+        self._confidential = tuple(float(v) for v in confidential)
+        self._rng = rng
+        self._caches = caches if caches is not None else SharedCaches()
+        self._caches.expect(self._qi + self._confidential)
+        self._limits = limits if limits is not None else codec.Limits()
+        self._identity = crypto.SigningKey.generate(rng)
+        self.public_key = self._identity.public
+        self.sid = topics.sid_of(self.public_key)
+        #: MQTT client id: the sid, so a broker ACL can confine her to her own topics.
+        self.client_id = self.sid
+        self.state = SubjectState.AWAIT_ANNOUNCE
+        self.rejections: list[Rejection] = []
+        self.verdict: Verdict | None = None
+        self.audit: SubjectVerdict | None = None
+        self._events: list[SubjectEvent] = []
+        # ``news``: shared by the subjects one process hosts (their messages wait in the same queues).
+        self._resend = Resender(retry_interval, news=news)
+        self._round_id: bytes | None = None
+        self._params: RoundParams | None = None
+        self._register_digest: bytes | None = None
+        self._roster_root: bytes | None = None
+        self._roster_size: int | None = None
+        self._roster_groups = 0
+        #: An assign that arrived before the roster (checked once the roster is here).
+        self._pending_assign: tuple[Assign, bytes] | None = None
+        self._group: int | None = None
+        self._left_groups: set[int] = set()
+        self._members: tuple[bytes, ...] = ()
+        self._run: SubjectRun | None = None
+        #: Members of her group as her latest verified assign names them: every run's members must be a
+        #: subset of these, and at least k (SPEC §4 share.1).
+        self._assigned: tuple[bytes, ...] = ()
+        #: (group, run) in which she revealed her inner secret: she never takes part in a later run.
+        self._revealed: tuple[int, int] | None = None
+        #: A shuffle_start her assign does not cover, kept while she asks for her current assign.
+        self._pending_start: ShuffleStart | None = None
+        #: Complaints her verdict reports (SPEC §7.3 verdict reasons), first one first.
+        self.complaints: list[str] = []
+        #: Split views seen, by the member whose run_keys or vote disagreed with her view (dropped when
+        #: the collector excludes that member: a lying member, not a lying collector).
+        self._view_complaints: dict[bytes, str] = {}
+        self._verdict_digest: bytes | None = None
+        self._release_wait_until: float | None = None
+        self._now = 0.0
+        self._subscriptions_key: object = None
+        self._subscriptions: frozenset[str] = frozenset()
+        self._member_topics: dict[bytes, str] = {}
+        self._direct_topics: dict[bytes, str] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _event(self, event: SubjectEvent) -> None:
+        self._events.append(event)
+
+    def _set_state(self, state: SubjectState) -> None:
+        if state != self.state:
+            self.state = state
+            self._event(SubjectStateChanged(self._now, self.sid, state))
+
+    def _member_topic(self, member: bytes) -> str:
+        """A member's own group topic (memoized: checked on every group message)."""
+        topic = self._member_topics.get(member)
+        if topic is None:
+            assert self._round_id is not None
+            topic = self._member_topics[member] = topics.subject_group(self._round_id, member)
+        return topic
+
+    def _direct_topic(self, member: bytes) -> str:
+        """The topic on which ``member`` sends a message meant for me alone (memoized)."""
+        topic = self._direct_topics.get(member)
+        if topic is None:
+            assert self._round_id is not None
+            topic = self._direct_topics[member] = topics.subject_to(self._round_id, member, self.public_key)
+        return topic
+
+    def _check_origin(self, message: Message, topic: str) -> None:
+        if message.TAG in COLLECTOR_TAGS:
+            if message.sender != self._collector_key:
+                raise RemoteProtocolError("unknown_collector", f"{message.TAG} not signed by the collector")
+        else:
+            # Subject messages must come from a current group member, on that member's own topic.
+            if message.sender not in self._members:
+                raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
+            if self._round_id is not None and topic != self._member_topic(message.sender) \
+                    and topic != self._direct_topic(message.sender) and not self._is_relay_topic(topic):
+                raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
+
+    def _is_relay_topic(self, topic: str) -> bool:
+        """The collector relays a stalled run's member messages (exact signed bytes) on the group's
+        control topic, or on her inbox (a message meant for her alone), where only it may publish."""
+        return self._round_id is not None and self._group is not None \
+            and topic in (topics.group_control(self._round_id, self._group),
+                          topics.inbox(self._round_id, self.public_key))
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        """Sign ``message`` for ``topic``: every group message she sends passes here (one place for a
+        deviating subclass to alter what she sends)."""
+        return Outgoing(topic, self._caches.encode(message, self._identity))
+
+    def _publish_group(self, message: Message) -> Outgoing:
+        assert self._round_id is not None
+        return self._emit(topics.subject_group(self._round_id, self.public_key), message)
+
+    def _publish_to(self, member: bytes, message: Message) -> Outgoing:
+        """To one fellow member (and the collector, which reads every member topic)."""
+        assert self._round_id is not None
+        return self._emit(topics.subject_to(self._round_id, self.public_key, member), message)
+
+    def _complain(self, reason: str) -> None:
+        if reason not in self.complaints:
+            self.complaints.append(reason)
+
+    def _refuse(self, group: int, run: int, reason: str, now: float) -> list[Outgoing]:
+        """Take no part in this run (SPEC §4 share.1): record it, complain in the verdict, and wait
+        for the release (or fetch it) to audit it like everyone else."""
+        assert self._params is not None
+        self._complain(reason)
+        self._event(RunRefused(now, self.sid, group, run, reason))
+        self._pending_start = None
+        self._resend.clear()
+        self._set_state(SubjectState.AWAIT_RELEASE)
+        self._release_wait_until = now + self._params.step_timeout
+        return []
+
+    def _send_fetch(self, what: str, now: float) -> list[Outgoing]:
+        assert self._round_id is not None
+        fetch = Fetch(self._round_id, self.public_key, what)
+        out = Outgoing(topics.subject_up(self._round_id, self.public_key), self._caches.encode(fetch, self._identity))
+        self._resend.arm(("fetch", what), out, now)
+        return [out]
+
+    # ------------------------------------------------------------------ shuffle
+    def _on_suppressed(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        """Before any group: a SafePub class below k is suppressed, and its members get no assign (they
+        would refuse a group below k) but this notice, naming them with reason ``suppressed_class``."""
+        if dict(message.excluded).get(self.public_key) != "suppressed_class" or self.public_key in message.members:
+            raise RemoteProtocolError("unexpected", "shuffle_start before her group", ignore=True)
+        self._resend.clear()
+        self._set_state(SubjectState.EXCLUDED)
+        self._event(SubjectExcluded(now, self.sid, "suppressed_class"))
+        return []
+
+    def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        assert self._round_id is not None
+        if message.group != self._group:
+            if message.group in self._left_groups:
+                # The closing start of a group she was merged out of (its assign can overtake it):
+                # whom it excluded still tells her whose view was the lie.
+                for key, _ in message.excluded:
+                    self._view_complaints.pop(key, None)
+            raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
+        if self._run is not None and message.run <= self._run.number:
+            raise RemoteProtocolError("stale_run", f"run {message.run} not newer", ignore=True)
+        assert self._params is not None
+        if self.state == SubjectState.AWAIT_RELEASE and self._revealed is None:
+            raise RemoteProtocolError("unexpected", "shuffle_start while awaiting the release", ignore=True)
+        if self._revealed is not None:
+            # After her reveal no run of hers may follow (SPEC §4 share.7): a run with her in it could
+            # open her record a second time beside other members, one without her is an exclusion
+            # after the collector held her secret. Either way she complains.
+            reason = "rerun_after_reveal" if self.public_key in message.members else "excluded_after_reveal"
+            return self._refuse(message.group, message.run, reason, now)
+        # A member excluded by the collector was the one whose view disagreed: not a split view.
+        for key, _ in message.excluded:
+            self._view_complaints.pop(key, None)
+        if self.public_key not in message.members:
+            reasons = dict(message.excluded)
+            if reasons.get(self.public_key) == "merged":
+                return []  # a new Assign for the merged group follows
+            if self._view_complaints:
+                # Excluded after she saw a split view: she still audits the release and reports it.
+                return self._refuse(message.group, message.run, next(iter(self._view_complaints.values())), now)
+            self._resend.clear()
+            self._run = None
+            self._set_state(SubjectState.EXCLUDED)
+            self._event(SubjectExcluded(now, self.sid, reasons.get(self.public_key, "unknown")))
+            return []
+        if list(message.members) != sorted(message.members) or len(set(message.members)) != len(message.members):
+            raise RemoteProtocolError("bad_shuffle_start", "members not in canonical order")
+        if len(message.members) < self._params.k:
+            return self._refuse(message.group, message.run, "run_below_k", now)
+        if not set(message.members) <= set(self._assigned):
+            # Members my assign does not name: a merge whose new assign I have not received yet, or a
+            # collector deviating. Ask for my current assign; if it does not cover the run, refuse.
+            self._pending_start = message
+            if self._resend.pending(("fetch", "assign")):
+                return []
+            return self._send_fetch("assign", now)
+        self._pending_start = None
+        self._resend.clear()
+        self._members = message.members
+        self._run = SubjectRun(message.run, message.members, crypto.KxKey.generate(self._rng),
+                         crypto.KxKey.generate(self._rng),
+                         members_digest(self._round_id, message.group, message.run, message.members))
+        keys = RunKeys(self._round_id, self.public_key, message.group, message.run,
+                       self._run.outer.public, self._run.inner.public, self._view_root(), self._run.members_digest)
+        self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
+        out = self._publish_group(keys)
+        self._resend.arm(("keys", message.run), out, now)
+        self._event(SubjectRunStarted(now, self.sid, message.group, message.run))
+        return [out, *self._advance(now)]
+
+    def _current_run(self, group: int, run: int) -> SubjectRun:
+        if group != self._group:
+            raise RemoteProtocolError("wrong_group", "message for another group", ignore=True)
+        current = self._run
+        if current is None or run > current.number:
+            raise RemoteProtocolError("early", f"run {run} not started here yet", ignore=True)
+        if run < current.number:
+            raise RemoteProtocolError("stale_run", f"run {run} is over", ignore=True)
+        return current
+
+    def _view_root(self) -> bytes:
+        return self._roster_root if self._roster_root is not None else bytes(32)
+
+    def _check_view(self, run: SubjectRun, message: RunKeys | Vote, now: float) -> None:
+        """A member's stated view of the roster and of the run must be mine (SPEC §7.3): otherwise
+        one of us was shown another view. Her message is not used, and the verdict reports it
+        unless the collector excludes her (then she was the one lying)."""
+        if message.roster_root != self._view_root() or message.members_digest != run.members_digest:
+            self._view_complaints.setdefault(message.sender, "split_view")
+            self._event(SplitViewSeen(now, self.sid, message.group, message.run, topics.sid_of(message.sender)))
+            raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
+
+    def _on_run_keys(self, message: RunKeys, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._current_run(message.group, message.run)
+        if message.sender not in run.members:
+            raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
+        self._check_view(run, message, now)
+        pair = (message.outer_kx, message.inner_kx)
+        previous = run.keys.get(message.sender)
+        if previous is not None:
+            if previous != pair:
+                raise RemoteProtocolError("equivocation", "two different run_keys from one member")
+            raise RemoteProtocolError("duplicate", "run_keys already received", ignore=True)
+        run.keys[message.sender] = pair
+        return self._advance(now)
+
+    def _on_submit(self, message: Submit, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._current_run(message.group, message.run)
+        previous = run.submissions.get(message.sender)
+        if previous is not None:
+            if previous != message.onion:
+                raise RemoteProtocolError("equivocation", "two different submissions from one member")
+            raise RemoteProtocolError("duplicate", "submission already received", ignore=True)
+        run.submissions[message.sender] = message.onion
+        return self._advance(now)
+
+    def _on_batch(self, message: Batch, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._current_run(message.group, message.run)
+        if not 1 <= message.step <= len(run.members) or run.members[message.step - 1] != message.sender:
+            raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
+        if len(message.items) != len(run.members):
+            raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
+        previous = run.batches.get(message.step)
+        if previous is not None:
+            if previous != message.items:
+                raise RemoteProtocolError("equivocation", "two different batches for one step")
+            raise RemoteProtocolError("duplicate", "batch already received", ignore=True)
+        run.batches[message.step] = message.items
+        return self._advance(now)
+
+    def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._current_run(message.group, message.run)
+        self._check_view(run, message, now)
+        previous = run.votes.get(message.sender)
+        if previous is not None:
+            if previous != message:
+                raise RemoteProtocolError("equivocation", "two different votes from one member")
+            raise RemoteProtocolError("duplicate", "vote already received", ignore=True)
+        run.votes[message.sender] = message
+        return self._advance(now)
+
+    def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._current_run(message.group, message.run)
+        if run.final_digest is not None and message.final_digest != run.final_digest:
+            raise RemoteProtocolError("bad_reveal_open", "reveal_open names another final batch")
+        run.reveal_open = True
+        return self._advance(now)
+
+    def _on_blame(self, message: Blame, digest: bytes, now: float) -> list[Outgoing]:
+        # Recorded only: she blames when she sees a no-go vote (or finds a fault herself), never
+        # because someone else blamed. An unjustified blame does not stop her (SPEC §4 share.6).
+        run = self._current_run(message.group, message.run)
+        if message.sender not in run.blames:
+            run.blames[message.sender] = message
+        return []
+
+    def _on_group_done(self, message: GroupDone, digest: bytes, now: float) -> list[Outgoing]:
+        if message.group != self._group:
+            raise RemoteProtocolError("wrong_group", "group_done of another group", ignore=True)
+        if self._run is not None and message.run != self._run.number:
+            raise RemoteProtocolError("stale_run", "group_done of another run", ignore=True)
+        self._resend.clear()
+        if self.state == SubjectState.SHARING:
+            self._set_state(SubjectState.AWAIT_RELEASE)
+            assert self._params is not None
+            self._release_wait_until = now + self._params.step_timeout
+        return []
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        """Take every shuffle step that the received messages now allow."""
+        run = self._run
+        if run is None or self._round_id is None or self._group is None or self._params is None:
+            return []
+        self._resend.news(now)  # called on every fresh message of the run: it is moving (see retry.py)
+        out: list[Outgoing] = []
+        members = run.members
+        g = len(members)
+        me = self.public_key
+        position = members.index(me)
+        rid, group = self._round_id, self._group
+        # 1. All keys known: build and submit my onion.
+        if run.my_sealed is None and len(run.keys) == g:
+            record = crypto.encode_record(self._confidential)
+            innermost = crypto.seal(self._params.collector_kx, record, collector_aad(rid), self._rng)
+            inner_publics = [run.keys[m][1] for m in members]
+            run.my_sealed = crypto.seal_to_all(inner_publics, innermost, inner_aad(rid, group, run.number), self._rng)
+            outer_publics = [run.keys[m][0] for m in members]
+            onion = crypto.build_onion(
+                run.my_sealed, outer_publics, lambda j: outer_aad(rid, group, run.number, j), self._rng
+            )
+            run.my_salt = self._rng.bytes(32)
+            run.submissions[me] = onion
+            # To the first mixer alone (the collector reads it too): nobody else needs it.
+            msg = self._publish_to(members[0], Submit(rid, me, group, run.number, onion,
+                                                      inner_commitment(run.my_sealed, run.my_salt)))
+            self._resend.arm(("submit", run.number), msg, now)
+            out.append(msg)
+        # 2. My turn to mix: peel my layer from the previous step's items and permute.
+        step = position + 1
+        if run.my_sealed is not None and step not in run.batches and not run.blamed:
+            if step == 1:
+                inputs: tuple[bytes, ...] | None = (
+                    tuple(run.submissions[m] for m in members) if len(run.submissions) == g else None
+                )
+            else:
+                inputs = run.batches.get(step - 1)
+            if inputs is not None:
+                out.extend(self._mix(run, step, inputs, now))
+        # The final batch (everyone gets it) acknowledges my keys, submission and batch; the next
+        # mixer's batch, if it reaches me, my batch. The final batch itself is re-sent until
+        # reveal_open: the collector needs it to open the records.
+        # reveal_open acknowledges the final batch: the collector holds it and every member voted go on it.
+        if (step < g and (step + 1 in run.batches or g in run.batches)) or run.reveal_open:
+            self._resend.cancel(("batch", run.number))
+        # Any batch acknowledges my keys and submission: mixer 1 peeled every member's submission,
+        # and every member built hers with all members' keys. Mixer 1 learns it from the submissions.
+        if run.batches or (position == 0 and len(run.submissions) == g):
+            self._resend.cancel(("submit", run.number))
+            self._resend.cancel(("keys", run.number))
+        # 3. Final batch: vote.
+        final = run.batches.get(g)
+        if final is not None and run.my_vote is None and run.my_sealed is not None and not run.blamed:
+            run.final_digest = batch_digest(final)
+            go = final.count(run.my_sealed) == 1 and len(set(final)) == g
+            run.my_vote = go
+            vote = Vote(rid, me, group, run.number, go, run.final_digest, self._view_root(), run.members_digest)
+            run.votes[me] = vote
+            msg = self._publish_group(vote)
+            self._resend.arm(("vote", run.number), msg, now)
+            out.append(msg)
+            if not go:
+                self._event(NoGoVoted(now, self.sid, group, run.number))
+        # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
+        if any(not v.go for v in run.votes.values()) and not run.blamed:
+            out.extend(self._start_blame(run, now))
+        elif not run.revealed and run.my_vote and len(run.votes) == g \
+                and all(v.go and v.final_digest == run.final_digest for v in run.votes.values()):
+            if not run.reveal_open:
+                # Every member voted go: the group waits at the reveal barrier, for the other groups,
+                # and my vote and final batch wait with it; re-sent only at the cap meanwhile.
+                self._resend.relax(("vote", run.number))
+                self._resend.relax(("batch", run.number))
+                return out
+            run.revealed = True
+            self._revealed = (group, run.number)
+            # To the collector alone (her up topic): only it opens anything, and no member needs it.
+            msg = self._emit(topics.subject_up(rid, me), Reveal(rid, me, group, run.number, run.inner.secret))
+            self._resend.cancel(("vote", run.number))
+            self._resend.arm(("reveal", run.number), msg, now)
+            out.append(msg)
+        return out
+
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+        assert self._round_id is not None and self._group is not None
+        aad = outer_aad(self._round_id, self._group, run.number, step)
+        try:
+            peeled = [crypto.peel(run.outer, item, aad) for item in inputs]
+        except crypto.CryptoError:
+            # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
+            self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
+            run.my_vote = False
+            vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32),
+                        self._view_root(), run.members_digest)
+            run.votes[self.public_key] = vote
+            msg = self._publish_group(vote)
+            self._resend.arm(("vote", run.number), msg, now)
+            return [msg, *self._start_blame(run, now)]
+        order = list(range(len(peeled)))
+        shuffle_in_place(order, self._rng)
+        run.my_permutation = tuple(order)
+        items = tuple(peeled[i] for i in run.my_permutation)
+        run.batches[step] = items
+        batch = Batch(self._round_id, self.public_key, self._group, run.number, step, items)
+        # To the next mixer alone; the final batch to everyone (all vote on it). O(k) bytes per member.
+        msg = self._publish_to(run.members[step], batch) if step < len(run.members) else self._publish_group(batch)
+        self._resend.arm(("batch", run.number), msg, now)
+        return [msg]
+
+    def _start_blame(self, run: SubjectRun, now: float) -> list[Outgoing]:
+        assert self._round_id is not None and self._group is not None
+        run.blamed = True
+        self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
+        blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
+                      run.my_salt)
+        msg = self._publish_group(blame)
+        self._resend.arm(("blame", run.number), msg, now)
+        self._event(BlameSent(now, self.sid, self._group, run.number))
+        return [msg]
