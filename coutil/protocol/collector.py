@@ -360,7 +360,8 @@ class CollectorNode(CollectorCore):
         if not self._awaiting_verdicts:
             return False
         first = self._outage.since is None
-        quiet = self._outage.audit_quiet(now, self._phase_started.get(CollectorState.AUDITING, now))
+        quiet = self._outage.audit_quiet(now, self._phase_started.get(CollectorState.AUDITING, now),
+                                         self.config.step_timeout / 2)
         if quiet is None:
             return False
         if first:

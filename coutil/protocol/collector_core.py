@@ -3,9 +3,10 @@
 `CollectorCore` holds everything a round's collector knows and runs the SHARING phase group by
 group: it starts each group's run, takes its members' messages (`GroupState.observe`), relays a
 stalled run, excludes the silent and the culprits of a blame, merges or suppresses a group that
-fell below k, and opens a group's records once every member revealed. `CollectorNode`
-(`coutil.protocol.collector`) builds on it: the Node interface, the transition table, the
-registration, outages, the release and the verdicts.
+fell below k, opens a group's records once every member revealed, and holds a mute group's
+deadline while its silence is taken for an outage. `CollectorNode` (`coutil.protocol.collector`)
+builds on it: the Node interface, the transition table, the registration, the transport's word on
+outages, the release and the verdicts.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ __all__ = ["OUTAGE_LIMIT", "CollectorCore", "Registration"]
 #: "Outages"): past this, the silent are excluded as if the transport were up. Not a round parameter
 #: (the announce and the vectors stay as they are); `CollectorNode(outage_limit=...)` overrides it.
 OUTAGE_LIMIT = 600.0
-#: Messages per task when the collector signs many at once (`CollectorNode._sign_many`): enough tasks
+#: Messages per task when the collector signs many at once (`CollectorCore._sign_many`): enough tasks
 #: to keep every process of a pool busy, few enough that handing them over costs little.
 SIGN_CHUNK = 2000
 
@@ -126,7 +127,7 @@ class CollectorCore:
         self._phase_times: dict[str, float] = {}
         self._announce_out: Outgoing | None = None
         self._now = 0.0
-        self._outage = OutageWatch(outage_limit, config.step_timeout)
+        self._outage = OutageWatch(outage_limit)
         #: When the announce left and the latest registration arrived (`_close_registration`).
         self._registration_started = 0.0
         self._last_registration_at = 0.0
@@ -389,12 +390,12 @@ class CollectorCore:
     def _outage_suspected(self, group: GroupState, now: float) -> bool:
         """At the deadline of ``group``: is its silence a transport outage rather than silent members
         (`OutageWatch.group_is_cut_off`)? Up to `OUTAGE_LIMIT` seconds."""
-        half = self._outage.half_step
+        half = self.config.step_timeout / 2
 
         def mute_groups() -> int:
             return sum(1 for label in self._active if now - self._groups[label].heard_at >= half)
 
-        if not self._outage.group_is_cut_off(group.heard_at, now, mute_groups, len(self._active)):
+        if not self._outage.group_is_cut_off(group.heard_at, now, half, mute_groups, len(self._active)):
             return False
         if not group.suspended:
             group.suspended = True

@@ -298,7 +298,6 @@ class SubjectNode(SubjectCore):
             return self._on_shuffle_start(pending, b"", now)
         return []
 
-    # ------------------------------------------------------------------ shuffle
     # ------------------------------------------------------------------ release and audit
     def _on_release(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
         assert self._params is not None and self._round_id is not None

@@ -1,6 +1,6 @@
 """The collector's serial stretches, in-process: registrations with and without their signatures
 verified ahead (`coutil.net.burst`), closing the registration with the assigns signed serially or
-in a process pool (`CollectorNode._sign_many`), and encoding one assign.
+in a process pool (`CollectorCore._sign_many`), and encoding one assign.
 
     python simulations/bench/bench_collector_burst.py [--subjects 20000] [--repeat 2]
 

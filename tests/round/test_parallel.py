@@ -77,7 +77,7 @@ def test_a_collector_signing_and_opening_in_processes_publishes_what_a_serial_on
         rows, sizes, published = _release(pool)
     assert sizes == serial_sizes
     np.testing.assert_array_equal(rows, serial_rows)
-    # The assigns, signed in the pool's processes (`CollectorNode._sign_many`), are the very bytes a
+    # The assigns, signed in the pool's processes (`CollectorCore._sign_many`), are the very bytes a
     # serial collector signs, in the same order among the rest.
     assert sum(topics.INBOX_MARK in topic for topic, _ in published) >= 30  # an assign (and acks) each
     assert published == serial_published
