@@ -79,7 +79,6 @@ STATE_EDGES: dict[CollectorState, tuple[CollectorState, ...]] = {
 }
 
 
-
 class CollectorNode(CollectorCore):
     """The collector of one round. Implements `coutil.protocol.node.Node`."""
 

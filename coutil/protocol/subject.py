@@ -350,7 +350,6 @@ class SubjectNode(SubjectCore):
         return []
 
 
-
 #: state -> message class -> handler: the single source of dispatch and of the spec's table. A message
 #: whose class the current state does not list is recorded as IGNORE ``unexpected``.
 TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]] = {
