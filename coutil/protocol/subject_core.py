@@ -10,8 +10,9 @@ transition table, registration, the release and her audit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, topics
@@ -57,6 +58,21 @@ from coutil.protocol.states import SubjectState
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict
 
 __all__ = ["SubjectCore", "SubjectRun"]
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _keep_first(store: MutableMapping[_K, _V], key: _K, value: _V, duplicate: str, equivocation: str) -> None:
+    """A member's message for a step of the run: the first copy is kept; the same again is IGNORE
+    ``duplicate``, a different one REJECT ``equivocation`` (SPEC §7.2); each with its detail."""
+    previous = store.get(key)
+    if previous is None:
+        store[key] = value
+        return
+    if previous != value:
+        raise RemoteProtocolError("equivocation", equivocation)
+    raise RemoteProtocolError("duplicate", duplicate, ignore=True)
 
 
 @dataclass
@@ -331,23 +347,14 @@ class SubjectCore:
         if message.sender not in run.members:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
         self._check_view(run, message, now)
-        pair = (message.outer_kx, message.inner_kx)
-        previous = run.keys.get(message.sender)
-        if previous is not None:
-            if previous != pair:
-                raise RemoteProtocolError("equivocation", "two different run_keys from one member")
-            raise RemoteProtocolError("duplicate", "run_keys already received", ignore=True)
-        run.keys[message.sender] = pair
+        _keep_first(run.keys, message.sender, (message.outer_kx, message.inner_kx),
+                    "run_keys already received", "two different run_keys from one member")
         return self._advance(now)
 
     def _on_submit(self, message: Submit, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
-        previous = run.submissions.get(message.sender)
-        if previous is not None:
-            if previous != message.onion:
-                raise RemoteProtocolError("equivocation", "two different submissions from one member")
-            raise RemoteProtocolError("duplicate", "submission already received", ignore=True)
-        run.submissions[message.sender] = message.onion
+        _keep_first(run.submissions, message.sender, message.onion,
+                    "submission already received", "two different submissions from one member")
         return self._advance(now)
 
     def _on_batch(self, message: Batch, digest: bytes, now: float) -> list[Outgoing]:
@@ -356,23 +363,15 @@ class SubjectCore:
             raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
         if len(message.items) != len(run.members):
             raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
-        previous = run.batches.get(message.step)
-        if previous is not None:
-            if previous != message.items:
-                raise RemoteProtocolError("equivocation", "two different batches for one step")
-            raise RemoteProtocolError("duplicate", "batch already received", ignore=True)
-        run.batches[message.step] = message.items
+        _keep_first(run.batches, message.step, message.items,
+                    "batch already received", "two different batches for one step")
         return self._advance(now)
 
     def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         self._check_view(run, message, now)
-        previous = run.votes.get(message.sender)
-        if previous is not None:
-            if previous != message:
-                raise RemoteProtocolError("equivocation", "two different votes from one member")
-            raise RemoteProtocolError("duplicate", "vote already received", ignore=True)
-        run.votes[message.sender] = message
+        _keep_first(run.votes, message.sender, message,
+                    "vote already received", "two different votes from one member")
         return self._advance(now)
 
     def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:

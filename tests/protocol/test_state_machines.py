@@ -29,7 +29,7 @@ from coutil.net.memory import MemoryBus, Publication
 from coutil.protocol import codec, collector, crypto, subject, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.messages import MESSAGE_TYPES, Fetch, Message, Vote
+from coutil.protocol.messages import MESSAGE_TYPES, Fetch, Message, RunKeys, Vote
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
@@ -240,3 +240,24 @@ def test_the_probe_can_fail() -> None:
         _probe(Crashing(), {"sharing": {}}, {"sharing": ()}, "t", payload, 0.0)
     with pytest.raises(AssertionError):
         _probe(Silent(), {"sharing": {}}, {"sharing": ()}, "t", payload, 0.0)
+
+
+def test_a_members_second_run_keys_is_a_duplicate_when_equal_and_equivocation_when_not() -> None:
+    """The first copy of a member's step message is kept (`subject_core._keep_first`): the same bytes
+    again are IGNORE ``duplicate``, another message for the same step REJECT ``equivocation``."""
+    replay, node = _reach("subject", "sharing")
+    replay.bus.run_until(until=500.0, predicate=lambda: node._run is not None
+                         and len(node._run.keys) == len(node._run.members))
+    run, group = node._run, node.group
+    assert run is not None and group is not None and node._round_id is not None
+    mate = next(s for s in replay.subjects if s.public_key in run.members and s.public_key != node.public_key)
+    outer, inner = run.keys[mate.public_key]
+    kept = RunKeys(node._round_id, mate.public_key, group, run.number, outer, inner, node._view_root(),
+                   run.members_digest)
+    topic = topics.subject_group(node._round_id, mate.public_key)
+    before = len(node.rejections)
+    node.receive(topic, codec.encode(kept, mate._identity), 600.0)
+    other = dataclasses.replace(kept, outer_kx=crypto.KxKey.generate(SeededRandom(5)).public)
+    node.receive(topic, codec.encode(other, mate._identity), 600.0)
+    assert [(r.reason, r.ignored) for r in node.rejections[before:]] == [("duplicate", True), ("equivocation", False)]
+    assert run.keys[mate.public_key] == (outer, inner)  # the first copy stays
