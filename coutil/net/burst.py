@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeAlias, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -36,8 +36,9 @@ BATCH = 256
 DEPTH = 4
 
 T = TypeVar("T")
-#: A received message waiting for delivery: topic, payload, the targets not yet handed it.
-Entry: TypeAlias = tuple[str, bytes, list[T]]
+#: A received message waiting for delivery: topic, payload, the targets not yet handed it (None: not
+#: routed yet; routed when its turn comes).
+Entry: TypeAlias = tuple[str, bytes, list[T] | None]
 
 
 def _start(check: BurstCheck, batch: list[Entry[T]]) -> asyncio.Future[None]:
@@ -45,7 +46,8 @@ def _start(check: BurstCheck, batch: list[Entry[T]]) -> asyncio.Future[None]:
 
 
 async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check: BurstCheck,
-                          deliver: Callable[[T, str, bytes], None], chunk: int) -> None:
+                          route: Callable[[str], Iterable[T]], deliver: Callable[[T, str, bytes], None],
+                          chunk: int) -> None:
     """Hand out ``backlog`` (filled by the transport's read callback, which sets ``ready``) in order,
     bursts checked ahead by ``check``, at most ``chunk`` node calls between two turns of the event
     loop. Runs until cancelled; an exception raised by ``deliver`` (a node's bug) ends it."""
@@ -70,7 +72,7 @@ async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check:
                                    type(exc).__name__, exc)
             calls = 0
             for topic, data, targets in batch:
-                for target in targets:
+                for target in (route(topic) if targets is None else targets):
                     deliver(target, topic, data)
                     calls += 1
                 if calls >= chunk:

@@ -34,9 +34,6 @@ class HostedNode:
         #: Identities of the queued messages (a node re-sends the very same `Outgoing` object).
         self.queued: set[int] = set()
         self.subscribed: frozenset[str] = frozenset()
-        #: Bumped by every node call; the driver's flusher re-syncs subscriptions when it moved.
-        self.version = 0
-        self.synced_version = -1
         self.started = False
         self.timer_due: float | None = None
         #: What the node was last told about its connection (nodes start believing it is up).
@@ -55,8 +52,11 @@ class Connection:
         #: Subscribe at the broker to covering filters (see `DriverOptions.coarse_subscriptions`).
         self.coarse = coarse and multiplexed
         self.dirty = asyncio.Event()
-        #: Nodes whose subscriptions may have changed since the last sync.
-        self.changed: dict[int, HostedNode] = {}
+        #: Broker-side filters routed (`follow`) but not yet subscribed or unsubscribed at the broker,
+        #: and the bulletins to hand to nodes that joined a filter the connection already had.
+        self.to_subscribe: list[str] = []
+        self.to_unsubscribe: list[str] = []
+        self.late: list[tuple[HostedNode, str]] = []
         #: Nodes with queued messages, in the order they queued them.
         self.sending: deque[HostedNode] = deque()
         self.sending_set: set[int] = set()
@@ -70,8 +70,9 @@ class Connection:
         #: (the broker re-sends a retained message only on a new SUBSCRIBE, and the connection already has one).
         self.bulletins: dict[str, bytes] = {}
         #: Received messages not yet handed to all their targets, oldest first (the driver's ``deliver_backlog``
-        #: hands them out).
-        self.backlog: deque[tuple[str, bytes, list[HostedNode]]] = deque()
+        #: hands them out). Targets None: routed when the message's turn comes, after the messages
+        #: ahead of it (which may make a node subscribe to its topic).
+        self.backlog: deque[tuple[str, bytes, list[HostedNode] | None]] = deque()
         self.backlog_ready = asyncio.Event()
         #: Checks bursts of received messages ahead of the node (`coutil.net.burst`); every message
         #: then goes through the backlog.
@@ -88,14 +89,33 @@ class Connection:
             hosted.connection = self
 
     def reset(self) -> None:
-        """Clean session: the broker forgot every subscription."""
+        """Clean session: the broker forgot every subscription; every node's filters are routed and
+        subscribed again."""
         self.refcount.clear()
         self.lingering.clear()
         self.routes.clear()
+        self.to_subscribe.clear()
+        self.to_unsubscribe.clear()
+        self.late.clear()
         for hosted in self.nodes:
             hosted.subscribed = frozenset()
-            hosted.synced_version = -1
-            self.changed[hosted.index] = hosted
+            self.follow(hosted)
+
+    def follow(self, hosted: HostedNode) -> None:
+        """Route to ``hosted`` what its current subscriptions match, from the next message handed
+        out on (the driver calls this right after each node call); the broker-side SUBSCRIBEs and
+        UNSUBSCRIBEs it takes wait in ``to_subscribe``/``to_unsubscribe`` for the driver's flusher.
+
+        Routing at once, not when the SUBSCRIBE leaves: a fellow member's run_keys may already be on
+        its way to this connection for another hosted node, behind the message that made this one
+        subscribe (SPEC §5: the host hands a node what it would have received on its own)."""
+        wanted = hosted.node.subscriptions()
+        if wanted == hosted.subscribed:
+            return
+        new_filters, gone_filters, shared = self.route(hosted, wanted)
+        self.to_subscribe.extend(new_filters)
+        self.to_unsubscribe.extend(gone_filters)
+        self.late.extend((hosted, f) for f in shared if f in self.bulletins)
 
     def set_connected(self, connected: bool) -> None:
         self.wire.connected = connected

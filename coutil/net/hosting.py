@@ -216,10 +216,9 @@ class _Host:
                 heapq.heappush(self.timers, (due, self.timer_sequence, hosted.index))
                 if due < self.timer_sleep_until:  # only wake the timer task when it must fire sooner
                     self.timer_wake.set()
-        hosted.version += 1
         connection = hosted.connection
         assert connection is not None
-        connection.changed[hosted.index] = hosted
+        connection.follow(hosted)
         if hosted.outbox and hosted.index not in connection.sending_set:
             connection.sending_set.add(hosted.index)
             connection.sending.append(hosted)
@@ -344,19 +343,11 @@ class _Host:
         raise aiomqtt.MqttError("message stream ended")
 
     async def _sync_subscriptions(self, connection: Connection, client: aiomqtt.Client) -> None:
-        changed, connection.changed = connection.changed, {}
-        subscribe: list[str] = []
-        unsubscribe: list[str] = []
-        late: list[tuple[HostedNode, str]] = []
-        for hosted in changed.values():
-            version = hosted.version
-            wanted = hosted.node.subscriptions()
-            if wanted != hosted.subscribed:
-                new_filters, gone_filters, shared = connection.route(hosted, wanted)
-                subscribe.extend(new_filters)
-                unsubscribe.extend(gone_filters)
-                late.extend((hosted, f) for f in shared if f in connection.bulletins)
-            hosted.synced_version = version
+        """Send the SUBSCRIBEs and UNSUBSCRIBEs the nodes' calls left (`Connection.follow`), and hand
+        the nodes that joined a filter the connection already had the bulletin they missed."""
+        subscribe, connection.to_subscribe = connection.to_subscribe, []
+        unsubscribe, connection.to_unsubscribe = connection.to_unsubscribe, []
+        late, connection.late = connection.late, []
         timeout = self.options.operation_timeout
         try:
             for start in range(0, len(subscribe), FILTERS_PER_PACKET):
@@ -412,13 +403,18 @@ class _Host:
             wire.received_bytes += len(data)
             if connection.multiplexed and topics.is_bulletin(topic):
                 connection.bulletins[topic] = data
+            if connection.backlog and connection.check is None:
+                # Older messages still waiting, which this one must not overtake: routed when its turn
+                # comes (one of them may make a node subscribe to its topic), by `deliver_backlog`.
+                connection.backlog.append((topic, data, None))
+                connection.backlog_ready.set()
+                return
             # Late deliveries after an unsubscribe are not handed to the node (as the in-memory bus does).
             targets = connection.targets(topic)
             if not targets:
                 return
             if connection.backlog or len(targets) > self.options.delivery_chunk or connection.check is not None:
-                # Too many node calls for one callback of the event loop (or older messages still
-                # waiting, which this one must not overtake): handed out by `deliver_backlog`.
+                # Too many node calls for one callback of the event loop: handed out by `deliver_backlog`.
                 connection.backlog.append((topic, data, list(targets)))
                 connection.backlog_ready.set()
                 return
@@ -448,6 +444,9 @@ class _Host:
             calls = 0
             while connection.backlog and connection.error is None:
                 topic, data, targets = connection.backlog[0]
+                if targets is None:
+                    targets = list(connection.targets(topic))
+                    connection.backlog[0] = (topic, data, targets)
                 try:
                     while targets and calls < chunk:
                         self._deliver_to(targets.pop(), topic, data)
@@ -466,8 +465,8 @@ class _Host:
     async def deliver_checked_backlog(self, connection: Connection, check: BurstCheck) -> None:
         """`deliver_backlog` for a connection whose bursts are checked ahead (`coutil.net.burst`)."""
         try:
-            await deliver_checked(connection.backlog, connection.backlog_ready, check, self._deliver_to,
-                                  self.options.delivery_chunk)
+            await deliver_checked(connection.backlog, connection.backlog_ready, check, connection.targets,
+                                  self._deliver_to, self.options.delivery_chunk)
         except Exception as exc:  # a node's bug, as in `_on_payload`
             connection.error = exc
             connection.failed.set()
@@ -482,7 +481,7 @@ class _Host:
                 # Until no node changed its subscriptions while we awaited the broker: a node may
                 # have subscribed to its inbox and queued the message whose answer comes there in
                 # the same call, and that message must not leave before the SUBACK.
-                while connection.changed:
+                while connection.to_subscribe or connection.to_unsubscribe or connection.late:
                     await self._sync_subscriptions(connection, client)
                 if not connection.sending:
                     break

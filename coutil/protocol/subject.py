@@ -151,6 +151,8 @@ class SubjectNode(SubjectCore):
             # The collector withdrew its announce (the round is over): nothing to join.
             self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
             return []
+        if not payload and topics.is_subject_group(topic):
+            return []  # a fellow member cleared her retained run_keys (SPEC §5): not a message
         sender: bytes | None = None
         kind = ""
         try:
@@ -329,7 +331,7 @@ class SubjectNode(SubjectCore):
         self._resend.arm("verdict", out, now)
         self._set_state(SubjectState.VERDICT_SENT)
         self._event(VerdictRecorded(now, self.sid, accept, reason))
-        return [out]
+        return [out, *self._clear_retained_keys()]
 
     def _consistent_with_roster(self, release: Release, digest: bytes) -> bool:
         """What she can check of the release against the roster: no more rows than subjects, group
@@ -340,7 +342,7 @@ class SubjectNode(SubjectCore):
 
     def _on_release_excluded(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
         self._set_state(SubjectState.DONE)
-        return []
+        return self._clear_retained_keys()
 
     def _on_verdict_ack(self, message: VerdictAck, digest: bytes, now: float) -> list[Outgoing]:
         if message.subject != self.public_key or message.verdict_digest != self._verdict_digest:

@@ -11,7 +11,7 @@ transition table, registration, the release and her audit.
 from __future__ import annotations
 
 from collections.abc import MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from coutil.errors import RemoteProtocolError
@@ -148,6 +148,8 @@ class SubjectCore:
         self._left_groups: set[int] = set()
         self._members: tuple[bytes, ...] = ()
         self._run: SubjectRun | None = None
+        #: Her group topic holds her retained run_keys (SPEC §5): cleared once the keys were used.
+        self._keys_retained = False
         #: Members of her group as her latest verified assign names them: every run's members must be a
         #: subset of these, and at least k (SPEC §4 share.1).
         self._assigned: tuple[bytes, ...] = ()
@@ -220,6 +222,15 @@ class SubjectCore:
     def _publish_group(self, message: Message) -> Outgoing:
         assert self._round_id is not None
         return self._emit(topics.subject_group(self._round_id, self.public_key), message)
+
+    def _clear_retained_keys(self) -> list[Outgoing]:
+        """An empty retained message on her group topic (MQTT: clears the retained one), once every
+        member holds her keys or the round is over for her: the broker keeps nothing of the round.
+        QoS 0: a lost clear leaves one stale run_keys, which anyone who gets it ignores."""
+        if not self._keys_retained or self._round_id is None:
+            return []
+        self._keys_retained = False
+        return [Outgoing(topics.subject_group(self._round_id, self.public_key), b"", retain=True, qos=0)]
 
     def _publish_to(self, member: bytes, message: Message) -> Outgoing:
         """To one fellow member (and the collector, which reads every member topic)."""
@@ -315,7 +326,11 @@ class SubjectCore:
         keys = RunKeys(self._round_id, self.public_key, message.group, message.run,
                        self._run.outer.public, self._run.inner.public, self._view_root(), self._run.members_digest)
         self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
-        out = self._publish_group(keys)
+        # Retained: a fellow member whose subscription to this topic reaches the broker after this
+        # publish (another connection, slower to handle its assign) gets it on subscribing, instead
+        # of waiting a retransmission timeout for the re-send (SPEC §5).
+        out = replace(self._publish_group(keys), retain=True)
+        self._keys_retained = True
         self._resend.arm(("keys", message.run), out, now)
         self._event(SubjectRunStarted(now, self.sid, message.group, message.run))
         return [out, *self._advance(now)]
@@ -452,6 +467,7 @@ class SubjectCore:
         if run.batches or (position == 0 and len(run.submissions) == g):
             self._resend.cancel(("submit", run.number))
             self._resend.cancel(("keys", run.number))
+            out.extend(self._clear_retained_keys())
         # 3. Final batch: vote.
         final = run.batches.get(g)
         if final is not None and run.my_vote is None and run.my_sealed is not None and not run.blamed:

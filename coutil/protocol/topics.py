@@ -69,6 +69,13 @@ def subject_group(round_id: bytes, subject_key: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(subject_key)}/group"
 
 
+def is_subject_group(topic: str) -> bool:
+    """Whether ``topic`` is a subject's group topic (``coutil/v2/<round>/s/<sid>/group``), where an
+    empty payload is her clearing of her retained run_keys (SPEC §5), not a message."""
+    parts = topic.split("/")
+    return len(parts) == 6 and topic.startswith(PREFIX + "/") and parts[3] == "s" and parts[5] == "group"
+
+
 def subject_to(round_id: bytes, sender_key: bytes, receiver_key: bytes) -> str:
     """A member's message meant for one fellow member (the collector reads it too)."""
     return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(sender_key)}/to/{sid_of(receiver_key)}"

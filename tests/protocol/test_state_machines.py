@@ -104,15 +104,19 @@ def _samples() -> tuple[Publication, ...]:
     assert full.collector.finished and full.collector.outcome().completed
     seen: dict[bytes, Publication] = {}
     for publication in full.bus.publications or ():
-        seen.setdefault(publication.payload, publication)
+        # Empty payloads (the announce withdrawn, a member's retained run_keys cleared) by topic kind.
+        key = publication.payload or publication.topic.rpartition("/")[2].encode()
+        seen.setdefault(key, publication)
     someone = full.subjects[target]
     assert someone._round_id is not None
     fetch = Fetch(someone._round_id, someone.public_key, "release")
     payload = codec.encode(fetch, someone._identity)
     seen[payload] = Publication(0.0, someone.sid, topics.subject_up(someone._round_id, someone.public_key),
                                 payload, False)
-    # The collector's withdrawal of its retained announce (an empty payload) is among the samples too.
-    assert b"" in seen and seen[b""].topic == topics.ANNOUNCE
+    # The collector's withdrawal of its retained announce and a member's clearing of her retained
+    # run_keys (empty payloads) are among the samples too.
+    assert seen[b"announce"].payload == b"" and seen[b"announce"].topic == topics.ANNOUNCE
+    assert seen[b"group"].payload == b"" and seen[b"group"].topic.endswith("/group")
     tags = {_tag(p.payload) for p in seen.values() if p.payload}
     assert tags == set(MESSAGE_TYPES), set(MESSAGE_TYPES) - tags
     return tuple(seen.values())
@@ -151,9 +155,12 @@ def _probe(node: Any, table: Mapping[str, Mapping[type[Message], object]], edges
     before_state = node.state
     before = len(node.rejections)
     if not payload:
-        # A withdrawn retained announce: one recorded rejection, ignored, and nothing changes.
-        node.receive(topic, payload, now)
-        assert len(node.rejections) == before + 1 and node.state == before_state
+        # A withdrawn retained announce: one recorded rejection, ignored, and nothing changes; a member's
+        # cleared run_keys on her group topic: not a message, nothing recorded, nothing changes. On any
+        # other topic an empty payload is malformed.
+        out = node.receive(topic, payload, now)
+        cleared = topics.is_subject_group(topic)
+        assert out == [] and len(node.rejections) == before + (0 if cleared else 1) and node.state == before_state
         return
     tag = _tag(payload)
     node.receive(topic, payload, now)  # never raises: that is the first property
