@@ -109,6 +109,17 @@ def peek(payload: bytes) -> Peek | None:
         return None
 
 
+def payload_kind(topic: str, payload: bytes) -> str:
+    """What a publication is: its tag; for an empty payload ``withdrawn`` (the announce withdrawn) or
+    ``cleared`` (a member's retained run_keys cleared, SPEC §6: not a message); ``?`` if it does not parse."""
+    seen = peek(payload)
+    if seen is not None:
+        return seen.tag
+    if not payload:
+        return "cleared" if topics.is_subject_group(topic) else "withdrawn"
+    return "?"
+
+
 def _uniform(rng: SeededRandom) -> float:
     return rng.below(2**53) / 2**53
 
@@ -176,8 +187,9 @@ class BrokerStrategy:
 
     def observe(self, receiver: str, topic: str, payload: bytes, rejections: Sequence[tuple[str, bool]]) -> None:
         """A receiver handled a delivery the broker made: the (reason, ignored) of what it rejected."""
-        seen = peek(payload)
-        kind = seen.tag if seen is not None else ("withdrawn" if not payload else "?")
+        kind = payload_kind(topic, payload)
+        if kind == "cleared":
+            return  # not a message: nothing to take or reject
         if not rejections:
             self.received["accepted"] += 1
             self.accepted_by_kind[kind] += 1
@@ -186,9 +198,8 @@ class BrokerStrategy:
             if not ignored:
                 self.rejected_by[receiver] += 1
 
-    def _made(self, payload: bytes) -> None:
-        seen = peek(payload)
-        self.made_by_kind[seen.tag if seen is not None else ("withdrawn" if not payload else "?")] += 1
+    def _made(self, topic: str, payload: bytes) -> None:
+        self.made_by_kind[payload_kind(topic, payload)] += 1
         self.deviated = True
 
 
@@ -220,7 +231,7 @@ class ReplayRuns(BrokerStrategy):
         delay = self.param_float("delay")
         out = [Injection(delay, t, p) for run, messages in sorted(runs.items()) if run < seen.run for t, p in messages]
         for injection in out:
-            self._made(injection.payload)
+            self._made(injection.topic, injection.payload)
         self.actions["injected"] += len(out)
         return True, out
 
@@ -244,8 +255,7 @@ class ReplayRound(BrokerStrategy):
         self._by_tag: dict[str, list[tuple[float, str, bytes]]] = {}
         first: dict[str, float] = {}
         for pub in self.earlier.publications:
-            seen = peek(pub.payload)
-            tag = seen.tag if seen is not None else ("withdrawn" if not pub.payload else "?")
+            tag = payload_kind(pub.topic, pub.payload)
             first.setdefault(tag, pub.at)
             parts = [new_hex if part == old_hex else sid_map.get(part, part) for part in pub.topic.split("/")]
             self._by_tag.setdefault(tag, []).append((pub.at - first[tag], "/".join(parts), pub.payload))
@@ -255,8 +265,7 @@ class ReplayRound(BrokerStrategy):
 
     def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
                    retain: bool) -> tuple[bool, list[Injection]]:
-        seen = peek(payload)
-        tag = seen.tag if seen is not None else ("withdrawn" if not payload else "?")
+        tag = payload_kind(topic, payload)
         if tag in self._done or tag not in self._by_tag:
             return True, []
         # This round reached the phase: that phase of the earlier round, and any earlier phase it
@@ -269,7 +278,7 @@ class ReplayRound(BrokerStrategy):
             self._done.add(old)
             out.extend(Injection(delay, t, p) for delay, t, p in self._by_tag[old])
         for injection in out:
-            self._made(injection.payload)
+            self._made(injection.topic, injection.payload)
         self.actions["injected"] += len(out)
         return True, out
 
@@ -336,7 +345,7 @@ class Duplicate(BrokerStrategy):
         if _uniform(self.rng) >= self.param_float("probability"):
             return None
         self.actions["duplicated"] += 1
-        self._made(payload)
+        self._made(topic, payload)
         return [Copy(), Copy(delay=_uniform(self.rng) * self.param_float("delay"), made=True)]
 
 
@@ -351,7 +360,7 @@ class Reorder(BrokerStrategy):
         if _uniform(self.rng) >= self.param_float("probability"):
             return None
         self.actions["delayed"] += 1
-        self._made(payload)
+        self._made(topic, payload)
         return [Copy(delay=_uniform(self.rng) * self.param_float("delay"), made=True)]
 
 
@@ -395,5 +404,5 @@ class SplitRetained(BrokerStrategy):
         else:
             return None
         self.actions["substituted"] += 1
-        self._made(other)
+        self._made(topic, other)
         return [Copy(payload=other, made=True)]

@@ -17,6 +17,12 @@ infers which records it can attribute to their owner.
   (`_on_register`, message routing);
 - ``publish-below-k``: publishes its first group with k - 1 rows (`_publish_release`).
 
+Every strategy also takes ``hide_complaints`` (default false): it acknowledges every verdict, as
+the subject expects, but leaves each complaint, and each verdict bound to another release or roster
+than the published ones, out of its record (`_on_verdict`): its report, and the transcript an
+auditor checks, show those subjects as silent. What catches it is the subjects' evidence
+(`coutil.round.evidence`): her verdict and the collector's signed acknowledgement of it.
+
 The victim is a row of the data set (``victim``, default 0): the factory (`coutil.round.nodes`)
 tells the strategy her round key (``victim_key``), as a collector that knows whom it targets would
 recognise her registration.
@@ -36,7 +42,8 @@ import numpy as np
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item
-from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster
+from coutil.protocol.events import VerdictAccepted
+from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster, Verdict
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.shuffle import collector_aad, inner_aad
 from coutil.protocol.states import CollectorState
@@ -71,6 +78,12 @@ class CollectorStrategy(CollectorNode):
 
     deviated: bool = False
     victim_key: bytes | None = None
+    #: Subjects whose acknowledged verdict it left out of its record (``hide_complaints``).
+    hidden: tuple[bytes, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.PARAMS = {**cls.PARAMS, "hide_complaints": False}
 
     def configure(self, params: Mapping[str, object]) -> None:
         self.params: dict[str, object] = {**self.PARAMS, **params}
@@ -82,6 +95,19 @@ class CollectorStrategy(CollectorNode):
         value = self.params[name]
         assert isinstance(value, int)
         return value
+
+    # -------------------------------------------------------------- hiding complaints
+    def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+        out = super()._on_verdict(message, decoded, now)
+        if self.params.get("hide_complaints") and (not message.accept or not self._binds_release(message)):
+            # Acknowledged (she stops re-sending, content), then dropped from what it records and reports.
+            sender = message.sender
+            self._verdicts.pop(sender, None)
+            self._events = [e for e in self._events if not (isinstance(e, VerdictAccepted) and e.subject == sender)]
+            if sender not in self.hidden:
+                self.hidden = (*self.hidden, sender)
+            self.deviated = True
+        return out
 
     # -------------------------------------------------------------- observations
     def _open_group(self, group: GroupState, now: float) -> list[Outgoing]:

@@ -128,6 +128,30 @@ def adversary_section(
     }
 
 
+def add_verdict_evidence(section: dict[str, object], collector: CollectorNode, subjects: Sequence[SubjectNode],
+                         deviants: Mapping[int, str]) -> None:
+    """After the round, each honest subject checks that her verdict is in what the collector recorded;
+    one whose acknowledged verdict is not shows her verdict and its signed verdict_ack to an auditor
+    (`coutil.round.evidence`): counted in the collector's entry as ``auditor``
+    ``acknowledged_verdict_missing``, detected by the auditor and public (``hide_complaints``).
+    ``subjects`` by row, after the driver let the last acknowledgements arrive."""
+    recorded = {str(v["sid"]) for v in collector.outcome().verdicts}
+    hidden = [s for row, s in enumerate(subjects)
+              if row not in deviants and s.sid not in recorded and s.verdict_evidence() is not None]
+    entries = section.get("deviants")
+    if not hidden or not isinstance(entries, list):
+        return
+    for entry in entries:
+        if entry.get("role") != "collector":
+            continue
+        auditor = entry["auditor"]
+        auditor["acknowledged_verdict_missing"] = len(hidden)
+        if "auditor" not in entry["detected_by"]:
+            entry["detected_by"] = ["auditor", *entry["detected_by"]]
+            entry["detectors"] += 1
+        entry["detected"] = entry["public"] = True
+
+
 def _released_groups(collector: CollectorNode) -> dict[int, tuple[np.ndarray, list[tuple[float, ...]]]]:
     """Released group label -> (its QI centroid, its confidential records)."""
     outcome = collector.outcome()

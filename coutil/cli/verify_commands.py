@@ -29,12 +29,17 @@ def register(app: typer.Typer) -> None:
         catches: Annotated[bool, typer.Option("--catches", help="Print which collector deviation each check catches "
                                               "(shown for failed checks anyway).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print every check as one JSON object.")] = False,
+        evidence: Annotated[list[Path] | None, typer.Option(
+            "--evidence", help="A subject's evidence (JSON: her verdict and the collector's verdict_ack, hex "
+            "envelopes; a list of them, as a run directory's evidence.json): each acknowledged verdict must be in "
+            "the transcript. Repeatable.", show_default=False)] = None,
     ) -> None:
         """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
-        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release."""
+        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, and every
+        verdict a subject shows the collector acknowledged present in the transcript."""
         from coutil.round.verify import verify_path
 
-        result = verify_path(path)
+        result = verify_path(path, evidence or ())
         if as_json:
             emit_json(result.as_dict())
         else:

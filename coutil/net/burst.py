@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ DEPTH = 4
 
 T = TypeVar("T")
 #: A received message waiting for delivery: topic, payload, the targets not yet handed it (None: not
-#: routed yet; routed when its turn comes).
+#: routed yet, routed when its turn comes: `coutil.net.hosting` does so for unchecked connections only).
 Entry: TypeAlias = tuple[str, bytes, list[T] | None]
 
 
@@ -46,8 +46,7 @@ def _start(check: BurstCheck, batch: list[Entry[T]]) -> asyncio.Future[None]:
 
 
 async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check: BurstCheck,
-                          route: Callable[[str], Iterable[T]], deliver: Callable[[T, str, bytes], None],
-                          chunk: int) -> None:
+                          deliver: Callable[[T, str, bytes], None], chunk: int) -> None:
     """Hand out ``backlog`` (filled by the transport's read callback, which sets ``ready``) in order,
     bursts checked ahead by ``check``, at most ``chunk`` node calls between two turns of the event
     loop. Runs until cancelled; an exception raised by ``deliver`` (a node's bug) ends it."""
@@ -72,7 +71,7 @@ async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check:
                                    type(exc).__name__, exc)
             calls = 0
             for topic, data, targets in batch:
-                for target in (route(topic) if targets is None else targets):
+                for target in targets or ():
                     deliver(target, topic, data)
                     calls += 1
                 if calls >= chunk:

@@ -19,7 +19,7 @@ from collections import deque
 from coutil.net.burst import BurstCheck
 from coutil.net.mqtt import NodeTraffic
 from coutil.net.routing import SubscriptionIndex
-from coutil.protocol import topics
+from coutil.protocol import codec, topics
 from coutil.protocol.node import Node, Outgoing
 
 
@@ -52,10 +52,11 @@ class Connection:
         #: Subscribe at the broker to covering filters (see `DriverOptions.coarse_subscriptions`).
         self.coarse = coarse and multiplexed
         self.dirty = asyncio.Event()
-        #: Broker-side filters routed (`follow`) but not yet subscribed or unsubscribed at the broker,
-        #: and the bulletins to hand to nodes that joined a filter the connection already had.
-        self.to_subscribe: list[str] = []
-        self.to_unsubscribe: list[str] = []
+        #: Broker-side filters routed (`follow`) but not yet subscribed or unsubscribed at the broker (in
+        #: order; the later of two operations on one filter cancels the earlier), and the retained messages
+        #: to hand to nodes that joined a filter the connection already had.
+        self.to_subscribe: dict[str, None] = {}
+        self.to_unsubscribe: dict[str, None] = {}
         self.late: list[tuple[HostedNode, str]] = []
         #: Nodes with queued messages, in the order they queued them.
         self.sending: deque[HostedNode] = deque()
@@ -66,9 +67,10 @@ class Connection:
         #: left in place (see `route`).
         self.lingering: set[str] = set()
         self.routes: SubscriptionIndex[HostedNode] = SubscriptionIndex()
-        #: Topics whose last message a multiplexed connection keeps, to hand to a node that subscribes later
-        #: (the broker re-sends a retained message only on a new SUBSCRIBE, and the connection already has one).
-        self.bulletins: dict[str, bytes] = {}
+        #: The retained message a multiplexed connection holds per topic (bulletins; members' run_keys until
+        #: cleared, SPEC §6), to hand to a node that subscribes later: the broker re-sends a retained message
+        #: only on a new SUBSCRIBE, and the connection already has one (SPEC §5).
+        self.retained: dict[str, bytes] = {}
         #: Received messages not yet handed to all their targets, oldest first (the driver's ``deliver_backlog``
         #: hands them out). Targets None: routed when the message's turn comes, after the messages
         #: ahead of it (which may make a node subscribe to its topic).
@@ -113,9 +115,25 @@ class Connection:
         if wanted == hosted.subscribed:
             return
         new_filters, gone_filters, shared = self.route(hosted, wanted)
-        self.to_subscribe.extend(new_filters)
-        self.to_unsubscribe.extend(gone_filters)
-        self.late.extend((hosted, f) for f in shared if f in self.bulletins)
+        for topic_filter in new_filters:
+            self.to_unsubscribe.pop(topic_filter, None)
+            self.to_subscribe[topic_filter] = None
+        for topic_filter in gone_filters:
+            self.to_subscribe.pop(topic_filter, None)
+            self.to_unsubscribe[topic_filter] = None
+        self.late.extend((hosted, f) for f in shared if f in self.retained)
+
+    def keep_retained(self, topic: str, payload: bytes) -> None:
+        """Note a message received on a multiplexed connection: a bulletin, or a member's run_keys
+        (published retained), is what a node joining ``topic`` later is handed; an empty payload on a
+        member's topic clears hers."""
+        if topics.is_bulletin(topic):
+            self.retained[topic] = payload
+        elif topics.is_subject_group(topic):
+            if not payload:
+                self.retained.pop(topic, None)
+            elif codec.peek_tag(payload) == "run_keys":
+                self.retained[topic] = payload
 
     def set_connected(self, connected: bool) -> None:
         self.wire.connected = connected

@@ -58,7 +58,6 @@ from coutil.net.mqtt import (
     parse_broker_url,
     publish_window,
 )
-from coutil.protocol import topics
 from coutil.protocol.node import Node, Outgoing, transport_hook
 
 logger = logging.getLogger(__name__)
@@ -345,8 +344,8 @@ class _Host:
     async def _sync_subscriptions(self, connection: Connection, client: aiomqtt.Client) -> None:
         """Send the SUBSCRIBEs and UNSUBSCRIBEs the nodes' calls left (`Connection.follow`), and hand
         the nodes that joined a filter the connection already had the bulletin they missed."""
-        subscribe, connection.to_subscribe = connection.to_subscribe, []
-        unsubscribe, connection.to_unsubscribe = connection.to_unsubscribe, []
+        subscribe, connection.to_subscribe = list(connection.to_subscribe), {}
+        unsubscribe, connection.to_unsubscribe = list(connection.to_unsubscribe), {}
         late, connection.late = connection.late, []
         timeout = self.options.operation_timeout
         try:
@@ -356,9 +355,12 @@ class _Host:
             self._on_refused(connection, exc)
         for start in range(0, len(unsubscribe), FILTERS_PER_PACKET):
             await client.unsubscribe(unsubscribe[start:start + FILTERS_PER_PACKET], timeout=timeout)
-        # A node that joined a topic the connection already had: hand it the bulletin it missed.
+        # A node that joined a topic the connection already had: hand it the retained message it missed.
         for done, (hosted, topic) in enumerate(late, 1):
-            self.call(hosted, functools.partial(_deliver, hosted.node, topic, connection.bulletins[topic]))
+            payload = connection.retained.get(topic)
+            if payload is None:
+                continue  # cleared meanwhile
+            self.call(hosted, functools.partial(_deliver, hosted.node, topic, payload))
             if done % self.options.delivery_chunk == 0:
                 await asyncio.sleep(0)  # thousands of nodes joining the roster at once (see deliver_backlog)
 
@@ -401,8 +403,8 @@ class _Host:
             data = bytes(payload)
             wire.received_messages += 1
             wire.received_bytes += len(data)
-            if connection.multiplexed and topics.is_bulletin(topic):
-                connection.bulletins[topic] = data
+            if connection.multiplexed:
+                connection.keep_retained(topic, data)
             if connection.backlog and connection.check is None:
                 # Older messages still waiting, which this one must not overtake: routed when its turn
                 # comes (one of them may make a node subscribe to its topic), by `deliver_backlog`.
@@ -465,8 +467,8 @@ class _Host:
     async def deliver_checked_backlog(self, connection: Connection, check: BurstCheck) -> None:
         """`deliver_backlog` for a connection whose bursts are checked ahead (`coutil.net.burst`)."""
         try:
-            await deliver_checked(connection.backlog, connection.backlog_ready, check, connection.targets,
-                                  self._deliver_to, self.options.delivery_chunk)
+            await deliver_checked(connection.backlog, connection.backlog_ready, check, self._deliver_to,
+                                  self.options.delivery_chunk)
         except Exception as exc:  # a node's bug, as in `_on_payload`
             connection.error = exc
             connection.failed.set()

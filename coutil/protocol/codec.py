@@ -340,6 +340,18 @@ def _open_envelope(data: bytes, limits: Limits) -> tuple[bytes, bytes]:
     return payload, signature
 
 
+def peek_tag(data: bytes) -> str | None:
+    """The tag of an envelope's message, unverified (None if it does not parse): for a transport that
+    keeps messages by kind (a multiplexed connection keeps each member's retained run_keys), never to
+    act on a message, which `decode` checks in full."""
+    try:
+        payload, _ = _open_envelope(data, Limits())
+        inner = _unpack(payload, Limits(), "payload")
+    except RemoteProtocolError:
+        return None
+    return inner[0] if type(inner) is tuple and inner and type(inner[0]) is str else None
+
+
 class VerifiedEnvelopes:
     """The SHA-256 digests of the last ``capacity`` envelopes whose signature verified (FIFO).
 

@@ -136,6 +136,14 @@ class SubjectNode(SubjectCore):
         self._resend.expedite(now)
         return self.on_timer(now)
 
+    def verdict_evidence(self) -> tuple[bytes, bytes] | None:
+        """Her signed verdict and the collector's signed ``verdict_ack`` of it (exact envelopes), once
+        acknowledged: what she hands an auditor if the published transcript lacks her verdict
+        (`coutil.round.evidence`). None before."""
+        if self._verdict_envelope is None or self._verdict_ack_envelope is None:
+            return None
+        return self._verdict_envelope, self._verdict_ack_envelope
+
     @property
     def resends(self) -> dict[str, int]:
         """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
@@ -171,6 +179,7 @@ class SubjectNode(SubjectCore):
             if sender == self.public_key:
                 # Her own message echoed back (the first mixer's submission to herself, or a relay).
                 raise RemoteProtocolError("own_message", f"{message.TAG} sent by me", ignore=True)
+            self._receiving = payload
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender, kind))
@@ -326,6 +335,7 @@ class SubjectNode(SubjectCore):
         verdict = Verdict(self._round_id, self.public_key, accept, reason, digest, self._view_root())
         data = self._caches.encode(verdict, self._identity)
         self._verdict_digest = codec.payload_digest_of(data)
+        self._verdict_envelope = data
         self.verdict = verdict
         out = Outgoing(topics.subject_up(self._round_id, self.public_key), data)
         self._resend.arm("verdict", out, now)
@@ -347,6 +357,7 @@ class SubjectNode(SubjectCore):
     def _on_verdict_ack(self, message: VerdictAck, digest: bytes, now: float) -> list[Outgoing]:
         if message.subject != self.public_key or message.verdict_digest != self._verdict_digest:
             raise RemoteProtocolError("bad_ack", "verdict_ack for another verdict")
+        self._verdict_ack_envelope = self._receiving
         self._resend.clear()
         self._set_state(SubjectState.DONE)
         return []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, topics
@@ -105,6 +105,9 @@ class SubjectRun:
 class SubjectCore:
     """A subject's state and her group's runs; `SubjectNode` is the subject."""
 
+    #: Publish run_keys retained (SPEC §6, late subscribers); False: as a v2 peer that does not (§13).
+    RETAIN_KEYS: ClassVar[bool] = True
+
     def __init__(
         self,
         *,
@@ -163,6 +166,11 @@ class SubjectCore:
         #: the collector excludes that member: a lying member, not a lying collector).
         self._view_complaints: dict[bytes, str] = {}
         self._verdict_digest: bytes | None = None
+        #: Her verdict's exact envelope, and the collector's acknowledgement of it once received: her
+        #: evidence that the collector recorded it (`verdict_evidence`, SPEC §3 "hide complaints").
+        self._verdict_envelope: bytes | None = None
+        self._verdict_ack_envelope: bytes | None = None
+        self._receiving = b""  # the envelope being handled (a handler that keeps exact bytes reads it)
         self._release_wait_until: float | None = None
         self._now = 0.0
         self._subscriptions_key: object = None
@@ -329,8 +337,8 @@ class SubjectCore:
         # Retained: a fellow member whose subscription to this topic reaches the broker after this
         # publish (another connection, slower to handle its assign) gets it on subscribing, instead
         # of waiting a retransmission timeout for the re-send (SPEC §5).
-        out = replace(self._publish_group(keys), retain=True)
-        self._keys_retained = True
+        out = replace(self._publish_group(keys), retain=self.RETAIN_KEYS)
+        self._keys_retained = self.RETAIN_KEYS
         self._resend.arm(("keys", message.run), out, now)
         self._event(SubjectRunStarted(now, self.sid, message.group, message.run))
         return [out, *self._advance(now)]

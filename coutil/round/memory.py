@@ -17,7 +17,7 @@ from typing import TypedDict, Unpack
 
 from coutil.adversary import broker_strategy
 from coutil.adversary.broker import BrokerStrategy, EarlierRound
-from coutil.adversary.outcome import adversary_section
+from coutil.adversary.outcome import add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import InputError
 from coutil.net.memory import DEFAULT_MAX_EVENTS, BusFaults, MemoryBus, NetworkModel, Partition
@@ -180,11 +180,22 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
             adversary, collector=collector, node_ids=sids, deviants=built.deviants, events=tracker.events,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=built.subjects, broker=broker, publications=bus.publications)
+    if stop_reason == "predicate" and (adversary is not None or out_dir is not None):
+        # After the round: a verdict_ack may still be on its way when the collector finishes; the subjects
+        # waiting for one get one re-send interval to receive it, then check that the collector recorded
+        # their verdicts (`coutil.round.evidence`). Nothing reported above moves; the trace gets their
+        # last state changes.
+        bus.run_until(until=bus.now + config.retry_interval,
+                      predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None
+                                            for s in built.subjects))
+        if report.adversary is not None:
+            add_verdict_evidence(report.adversary, collector, built.subjects, built.deviants)
     if out_dir is not None:
         t_out = time.perf_counter()
         transcript = recorder.transcript(include_registrations=options.get("transcript_registrations", False)) \
             if recorder is not None else None
-        write_outputs(report, tracker.events, Path(out_dir), transcript)
+        write_outputs(report, tracker.events, Path(out_dir), transcript,
+                      evidence=[subject.verdict_evidence() for subject in built.subjects])
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)
 

@@ -206,7 +206,9 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     if out_dir is not None:
         transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
             if recorder is not None else None
-        write_outputs(report, tracker.events, Path(out_dir), transcript)
+        # The subjects' evidence where this process hosts them all (worker processes keep theirs).
+        evidence = [subject.verdict_evidence() for subject in subjects] if len(subjects) == data.n else None
+        write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=evidence)
     return report, stats
 
 

@@ -22,6 +22,7 @@ from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector_release import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
+from coutil.round.evidence import EVIDENCE_NAME, missing_from, write_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
 from coutil.sdc.dataset import format_number, write_csv
 from coutil.sdc.dp import delta_for, epsilon_from_beta
@@ -238,13 +239,17 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
 
 
 #: The files of a round's output directory (`write_outputs`).
-ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", TRANSCRIPT_NAME)
+ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", TRANSCRIPT_NAME,
+                      EVIDENCE_NAME)
 
 
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path,
-                  transcript: Transcript | None = None) -> None:
+                  transcript: Transcript | None = None,
+                  evidence: Iterable[tuple[bytes, bytes] | None] | None = None) -> None:
     """release.csv, manifest.json, audit.json, trace.jsonl, report.json and (when given) the signed
-    ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``.
+    ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``;
+    with the subjects' acknowledged verdicts (``evidence``: each subject's pair, or None) also
+    ``evidence.json``, the pairs whose verdict the transcript lacks (`coutil.round.evidence`).
 
     All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
     ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
@@ -254,6 +259,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         _write_outputs(report, events, staging)
         if transcript is not None:
             write_transcript(staging / TRANSCRIPT_NAME, transcript)
+            if evidence is not None:
+                write_evidence(staging / EVIDENCE_NAME, missing_from(transcript.verdicts, evidence))
 
 
 def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:

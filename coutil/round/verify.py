@@ -15,8 +15,10 @@ excluded subject can still prove she was live with her own signed messages, whic
 
 This module holds the result (`VerifyResult`), the list of checks (`CHECKS`), the driver, and the
 checks of what the round released (release, release_files, membership, exclusion_evidence,
-verdicts, complaints). A check's result (`Check`), the decoded round and the checks of the roster
-the round was set up on (signatures, roster, inclusion, grouping) are in `coutil.round.verify_roster`.
+verdicts, complaints) and of the subjects' evidence that the collector acknowledged verdicts it left
+out of the transcript (acknowledged_verdicts, `coutil.round.evidence`). A check's result (`Check`),
+the decoded round and the checks of the roster the round was set up on (signatures, roster,
+inclusion, grouping) are in `coutil.round.verify_roster`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from coutil.errors import InputError
 from coutil.protocol import merkle
 from coutil.protocol.messages import Release, ShuffleStart
 from coutil.protocol.topics import sid_of
+from coutil.round.evidence import EVIDENCE_NAME, VerdictEvidence, check_evidence, read_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
 from coutil.round.verify_roster import (
     Check,
@@ -115,6 +118,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
                    "not_k_anonymous, ...)"),
+    ("acknowledged_verdicts", "hide_complaints (a verdict the collector acknowledged, a complaint or one bound to "
+                              "another release, left out of the transcript): from the subjects' evidence "
+                              "(evidence.json in a run directory, --evidence)"),
 )
 
 
@@ -365,8 +371,35 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     return dict(sorted(reasons.items()))
 
 
-def verify_transcript(transcript: Transcript, *, directory: Path | None = None, source: str = "") -> VerifyResult:
-    """Run every check on ``transcript`` (``directory``: its run directory, for release.csv and manifest.json)."""
+def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Sequence[VerdictEvidence] | None) -> None:
+    """Every verdict a subject shows the collector acknowledged (her evidence) is in the transcript."""
+    if evidence is None:
+        check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): each "
+                   "subject can check that her acknowledged verdict is in the transcript and bring it")
+        return
+    published = {v.sender: v for v in r.verdicts}
+    valid = 0
+    for item in evidence:
+        checked = check_evidence(item, r.transcript.round_id, r.transcript.collector_key)
+        verdict = checked.verdict
+        if verdict is None:
+            check.notes.append(f"evidence not taken: {checked.problem}")
+            continue
+        valid += 1
+        sid = sid_of(verdict.sender)
+        if published.get(verdict.sender) != verdict:
+            what = "an accept" if verdict.accept else f"a complaint ({verdict.reason})"
+            bound = "" if verdict.release_digest == r.release_digest else ", bound to another release"
+            check.fail(f"{sid}'s verdict, {what}{bound}, acknowledged by the collector, is not in the transcript "
+                       "(hide_complaints)")
+    if check.status == "pass":
+        check.notes.append(f"{valid} acknowledged verdict(s) shown by subjects, each in the transcript")
+
+
+def verify_transcript(transcript: Transcript, *, directory: Path | None = None, source: str = "",
+                      evidence: Sequence[VerdictEvidence] | None = None) -> VerifyResult:
+    """Run every check on ``transcript`` (``directory``: its run directory, for release.csv and manifest.json;
+    ``evidence``: the subjects' acknowledged verdicts, `coutil.round.evidence`; None: none given)."""
     r = VerifiedRound(transcript)
     checks = {name: Check(name, catches) for name, catches in CHECKS}
     steps: list[tuple[str, Callable[[VerifiedRound, Check], object]]] = [
@@ -383,18 +416,25 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
     for name, step in steps:
         step(r, checks[name])
     complaints = _check_complaints(r, checks["complaints"])
+    _check_acknowledged_verdicts(r, checks["acknowledged_verdicts"], evidence)
     return VerifyResult(source or transcript.round_id.hex(), transcript.round_id.hex(), list(checks.values()),
                         complaints)
 
 
-def verify_path(path: Path) -> VerifyResult:
-    """Verify a run directory (its transcript.json, release.csv, manifest.json) or a transcript file."""
+def verify_path(path: Path, evidence_files: Sequence[Path] = ()) -> VerifyResult:
+    """Verify a run directory (its transcript.json, release.csv, manifest.json and, if there,
+    evidence.json) or a transcript file, with the subjects' evidence in ``evidence_files``."""
+    evidence: list[VerdictEvidence] | None = None
+    for file in evidence_files:
+        evidence = [*(evidence or []), *read_evidence(file)]
     if path.is_dir():
         file = path / TRANSCRIPT_NAME
         if not file.exists():
             raise InputError(f"{path}: no {TRANSCRIPT_NAME} (the collector never announced a round, an older coutil "
                              "wrote it, or not a run directory)")
-        return verify_transcript(read_transcript(file), directory=path, source=str(path))
+        if (path / EVIDENCE_NAME).exists():
+            evidence = [*(evidence or []), *read_evidence(path / EVIDENCE_NAME)]
+        return verify_transcript(read_transcript(file), directory=path, source=str(path), evidence=evidence)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
-    return verify_transcript(read_transcript(path), source=str(path))
+    return verify_transcript(read_transcript(path), source=str(path), evidence=evidence)

@@ -155,3 +155,25 @@ def test_fabricated_members_without_isolation_leak_only_when_mdav_groups_them_wi
     assert entry["leak"] == ([p.sid(victim)] if alone else [])
     assert set(entry["leak"]) <= {p.sid(victim)}  # never anyone else's
     assert view["she_noticed"] is alone  # her audit warns her exactly when she is alone with them
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("strategy", ["split-view-roster", "split-view-release", "rerun-subtract"])
+def test_hidden_complaints_are_public_through_the_subjects_evidence(strategy: str, seed: int) -> None:
+    """``hide_complaints`` on top of a strategy: every tell-tale verdict is acknowledged, then missing
+    from what the collector records (its report shows those subjects as silent); each of those subjects
+    holds her verdict and the collector's signed verdict_ack, which any auditor checks."""
+    params: dict[str, Any] = {"strategy": strategy, "hide_complaints": True}
+    if strategy != "rerun-subtract":
+        params["victim"] = seed % 5
+    p = play({"collector": params}, seed=seed)
+    collector = p.round.collector
+    assert isinstance(collector, CollectorStrategy) and collector.hidden
+    hidden = {k.hex()[:32] for k in collector.hidden}
+    assert hidden.isdisjoint(p.verdicts())  # gone from the record
+    by_sid = {s.sid: s for s in p.round.subjects}
+    assert all(by_sid[sid].verdict_evidence() is not None for sid in hidden)
+    entry = p.collector_entry
+    assert entry["auditor"]["acknowledged_verdict_missing"] == len(hidden)
+    assert "auditor" in entry["detected_by"] and entry["public"]
+    assert_no_leak(p)

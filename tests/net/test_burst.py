@@ -28,7 +28,7 @@ async def _run(arrivals: list[list[bytes]], check: burst.BurstCheck) -> list[byt
         assert target == "collector" and topic == "t"
         delivered.append(data)
 
-    task = asyncio.create_task(deliver_checked(backlog, ready, check, lambda topic: (), deliver, chunk=50))
+    task = asyncio.create_task(deliver_checked(backlog, ready, check, deliver, chunk=50))
     for arrival in arrivals:
         backlog.extend(("t", data, ["collector"]) for data in arrival)
         ready.set()
@@ -89,7 +89,7 @@ def test_a_node_error_while_delivering_ends_the_delivery() -> None:
             raise ValueError("a node's bug")
 
         with pytest.raises(ValueError, match="a node's bug"):
-            await deliver_checked(backlog, ready, fine, lambda topic: (), deliver, chunk=10)
+            await deliver_checked(backlog, ready, fine, deliver, chunk=10)
 
     asyncio.run(main())
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from coutil.net.connection import Connection, HostedNode
+from coutil.protocol import codec, crypto, topics
+from coutil.protocol.messages import RunKeys, Vote
+from coutil.protocol.node import SeededRandom
 from tests.net.helpers import IdleNode
 
 
@@ -54,7 +57,7 @@ def test_a_node_is_routed_as_soon_as_it_subscribes_and_the_broker_is_asked_once(
     a, b = HostedNode(0, first, "a"), HostedNode(1, second, "b")
     connection = Connection("c", [a, b], multiplexed=True)
     group, roster = "coutil/v2/r/s/x/group", "coutil/v2/r/c/roster"
-    connection.bulletins[roster] = b"roster"
+    connection.retained[roster] = b"roster"
     first.wanted = frozenset({group, roster})
     connection.follow(a)
     assert connection.targets(group) == {a}
@@ -69,3 +72,41 @@ def test_a_node_is_routed_as_soon_as_it_subscribes_and_the_broker_is_asked_once(
     connection.reset()  # a new session: routed again, and subscribed again at the broker
     assert connection.targets(group) == {a, b}
     assert sorted(connection.to_subscribe) == [roster, group] and connection.late == [(b, roster)]
+
+
+def test_the_later_of_two_pending_operations_on_a_filter_wins() -> None:
+    """A node that drops a filter and takes it back before the flusher runs stays subscribed at the
+    broker (a SUBSCRIBE, SUBSCRIBE, UNSUBSCRIBE in that order would leave it unsubscribed)."""
+    node = _Joining()
+    hosted = HostedNode(0, node, "a")
+    connection = Connection("c", [hosted], multiplexed=False)
+    for wanted in ({"t/x"}, set(), {"t/x"}):
+        node.wanted = frozenset(wanted)
+        connection.follow(hosted)
+    assert list(connection.to_subscribe) == ["t/x"] and list(connection.to_unsubscribe) == []
+    node.wanted = frozenset()
+    connection.follow(hosted)
+    assert list(connection.to_subscribe) == [] and list(connection.to_unsubscribe) == ["t/x"]
+
+
+def test_a_members_run_keys_are_kept_for_a_node_that_subscribes_later_until_she_clears_them() -> None:
+    """SPEC §5/§6: run_keys are published retained; a multiplexed connection that already receives a
+    member's group topic for one node hands her last run_keys to a node joining that topic later (the
+    broker would on a new SUBSCRIBE), drops them at her clear, and keeps no other message of hers."""
+    member = crypto.SigningKey.generate(SeededRandom(1))
+    round_id = bytes(16)
+    topic = topics.subject_group(round_id, member.public)
+    keys = codec.encode(RunKeys(round_id, member.public, 0, 0, bytes(32), bytes(32), bytes(32), bytes(32)), member)
+    vote = codec.encode(Vote(round_id, member.public, 0, 0, True, bytes(32), bytes(32), bytes(32)), member)
+    first, second = _Joining(), _Joining()
+    a, b = HostedNode(0, first, "a"), HostedNode(1, second, "b")
+    connection = Connection("c", [a, b], multiplexed=True)
+    first.wanted = frozenset({topic})
+    connection.follow(a)
+    connection.keep_retained(topic, keys)
+    connection.keep_retained(topic, vote)  # not retained by her: not kept
+    second.wanted = frozenset({topic})
+    connection.follow(b)
+    assert connection.late == [(b, topic)] and connection.retained[topic] == keys
+    connection.keep_retained(topic, b"")  # her clear
+    assert topic not in connection.retained

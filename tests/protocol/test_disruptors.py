@@ -142,7 +142,8 @@ def test_disruptor_is_blamed_excluded_and_the_group_completes_without_her(
         assert blames and all(int(str(b["culprits"])) == 1 for b in blames)
         # No reveal was ever published in a run that failed: nothing of run 0 could be opened.
         group = next(int(str(e["group"])) for e in _events(bus, "excluded"))
-        reveals = [codec.decode(p.payload).message for p in bus.publications or () if p.sender != "collector"]
+        reveals = [codec.decode(p.payload).message for p in bus.publications or ()
+                   if p.sender != "collector" and p.payload]  # an empty payload: a member's cleared run_keys
         assert not [m for m in reveals if m.TAG == "reveal" and m.group == group and m.run == 0]
     else:
         assert not blames

@@ -71,7 +71,7 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
     directory = tmp_path / "run"
     transcript = recorder.transcript(include_registrations=registrations)
     assert transcript is not None
-    write_outputs(report, [], directory, transcript)
+    write_outputs(report, [], directory, transcript, evidence=[s.verdict_evidence() for s in subjects])
     return Run(directory, collector, subjects)
 
 

@@ -4,6 +4,7 @@ deviations a transcript cannot show (SPEC §3: liveness, and Sybils without admi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,60 @@ def test_an_honest_round_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[
                  "--json"]) == 0
     capsys.readouterr()
     assert main(["verify", str(out)]) == 0
+
+
+def _hiding_round(tmp_path: Path, strategy: str, seed: int) -> Path:
+    out = tmp_path / f"{strategy}-hidden-{seed}"
+    config = tmp_path / "hiding.toml"
+    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n"
+                      f'[adversary.collector]\nstrategy = "{strategy}"\nhide_complaints = true\n')
+    main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
+          "--json"])
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["split-view-release", "split-view-roster"])
+def test_a_collector_hiding_the_verdicts_it_acknowledged_is_caught_by_the_subjects_evidence(
+        strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``hide_complaints``: the verdicts that tell of the split view (complaints, accepts bound to the
+    release her group was shown) are acknowledged, then left out of the transcript. For the split
+    roster the transcript alone then passes (its complaints were the only trace); the subjects'
+    evidence (each one's verdict and its signed verdict_ack: evidence.json, or brought as files)
+    makes `coutil verify` fail naming every hidden verdict."""
+    for seed in (3, 5):
+        out = _hiding_round(tmp_path, strategy, seed)
+        evidence = json.loads((out / "evidence.json").read_text())
+        assert evidence, "nothing hidden"
+        capsys.readouterr()
+        assert main(["verify", str(out), "--json"]) == 3
+        checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+        assert checks["acknowledged_verdicts"]["status"] == "fail"
+        assert len(checks["acknowledged_verdicts"]["problems"]) == len(evidence)
+        assert all("hide_complaints" in problem for problem in checks["acknowledged_verdicts"]["problems"])
+        brought = tmp_path / f"brought-{strategy}-{seed}.json"
+        (out / "evidence.json").rename(brought)
+        transcript_alone = main(["verify", str(out / "transcript.json")])
+        if strategy == "split-view-roster":
+            assert transcript_alone == 0  # the attack, without the subjects' evidence
+        assert main(["verify", str(out / "transcript.json"), "--evidence", str(brought)]) == 3
+
+
+def test_evidence_that_does_not_verify_is_not_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A forged or mismatched pair proves nothing against the collector: noted, never a failure; a file
+    that is not evidence is a one-line error (exit 2)."""
+    out = tmp_path / "honest"
+    assert main(["simulate", "--set", "data.rows=36", "--set", "k=3", "--out", str(out), "--json"]) == 0
+    transcript = json.loads((out / "transcript.json").read_text())
+    verdicts = transcript["verdicts"]
+    forged = tmp_path / "forged.json"
+    # Two of her verdicts as if one acknowledged the other: not a verdict_ack.
+    forged.write_text(json.dumps([{"verdict": verdicts[0], "verdict_ack": verdicts[1]}]))
+    capsys.readouterr()
+    assert main(["verify", str(out), "--evidence", str(forged), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["acknowledged_verdicts"]["status"] == "pass"
+    assert any("evidence not taken" in note for note in checks["acknowledged_verdicts"]["notes"])
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"verdict": "zz"}]')
+    assert main(["verify", str(out), "--evidence", str(bad)]) == 2
+    assert "entry 1" in capsys.readouterr().err

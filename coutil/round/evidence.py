@@ -1,0 +1,98 @@
+"""A subject's evidence that the collector received her verdict: her signed verdict and the
+collector's signed ``verdict_ack`` of it (SPEC §3, "hide complaints").
+
+A verdict reaches the collector alone (her ``up`` topic), and the transcript an auditor checks is
+the collector's (`coutil.round.transcript`): a collector can acknowledge a complaint, or an accept
+bound to another release than the published one (a split view), and leave it out of what it
+publishes. Each subject keeps the pair on her device; after the round she checks that her verdict
+is in the published transcript and, if it is not, hands the pair to any auditor (``coutil verify
+--evidence FILE``), who checks both signatures and the binding without trusting her: the collector
+signed that it recorded exactly this verdict.
+
+File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}`` objects (or
+one such object). A run directory holds ``evidence.json``: the pairs of the simulated subjects whose
+verdict the transcript lacks, as they would bring them (written where the driver hosts the
+subjects itself: the in-memory bus, and MQTT without worker processes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from coutil.errors import InputError, RemoteProtocolError
+from coutil.fileio import write_text_atomic
+from coutil.protocol import codec, topics
+from coutil.protocol.messages import Verdict, VerdictAck
+
+#: The file name of the subjects' evidence in a run directory.
+EVIDENCE_NAME = "evidence.json"
+
+
+@dataclass(frozen=True)
+class VerdictEvidence:
+    """Her signed verdict and the collector's signed acknowledgement of it (exact envelopes)."""
+
+    verdict: bytes
+    verdict_ack: bytes
+
+    def as_dict(self) -> dict[str, str]:
+        return {"verdict": self.verdict.hex(), "verdict_ack": self.verdict_ack.hex()}
+
+
+@dataclass(frozen=True)
+class CheckedEvidence:
+    """One piece of evidence, checked against a round: the verdict it proves, or why it proves nothing."""
+
+    verdict: Verdict | None
+    problem: str = ""
+
+
+def check_evidence(item: VerdictEvidence, round_id: bytes, collector_key: bytes) -> CheckedEvidence:
+    """Both envelopes verify under their senders' keys, belong to ``round_id``, the acknowledgement
+    is signed by ``collector_key`` and names this verdict (its sender and the digest of its exact bytes)."""
+    try:
+        verdict = codec.decode(item.verdict).message
+        ack = codec.decode(item.verdict_ack).message
+    except RemoteProtocolError as exc:
+        return CheckedEvidence(None, f"an envelope does not decode or verify ({exc.reason})")
+    if not isinstance(verdict, Verdict) or not isinstance(ack, VerdictAck):
+        return CheckedEvidence(None, f"not a verdict and its verdict_ack ({verdict.TAG}, {ack.TAG})")
+    if verdict.round_id != round_id or ack.round_id != round_id:
+        return CheckedEvidence(None, f"{topics.sid_of(verdict.sender)}: of another round")
+    if ack.sender != collector_key:
+        return CheckedEvidence(None, f"{topics.sid_of(verdict.sender)}: the verdict_ack is not the collector's")
+    if ack.subject != verdict.sender or ack.verdict_digest != codec.payload_digest_of(item.verdict):
+        return CheckedEvidence(None, f"{topics.sid_of(verdict.sender)}: the verdict_ack names another verdict")
+    return CheckedEvidence(verdict)
+
+
+def write_evidence(path: Path, items: Iterable[VerdictEvidence]) -> None:
+    write_text_atomic(path, json.dumps([item.as_dict() for item in items], indent=2) + "\n")
+
+
+def read_evidence(path: Path) -> list[VerdictEvidence]:
+    """The pairs in ``path`` (`InputError`, one line, when it is not such a file)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON evidence file ({exc})") from None
+    entries = doc if isinstance(doc, list) else [doc]
+    items: list[VerdictEvidence] = []
+    for number, entry in enumerate(entries, 1):
+        try:
+            items.append(VerdictEvidence(bytes.fromhex(entry["verdict"]), bytes.fromhex(entry["verdict_ack"])))
+        except (TypeError, KeyError, ValueError):
+            raise InputError(f"{path}: entry {number} is not {{\"verdict\": hex, \"verdict_ack\": hex}}") from None
+    return items
+
+
+def missing_from(published: Sequence[bytes], pairs: Iterable[tuple[bytes, bytes] | None]) -> list[VerdictEvidence]:
+    """The subjects' pairs (None: a subject without an acknowledged verdict) whose verdict is not among
+    the ``published`` envelopes: what each of them would bring to an auditor after checking."""
+    have = set(published)
+    return [VerdictEvidence(*pair) for pair in pairs if pair is not None and pair[0] not in have]
