@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coutil.adversary.outcome import adversary_section
+from coutil.adversary.outcome import add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.net.memory import MemoryBus, NetworkModel
 from coutil.protocol import codec
@@ -163,6 +163,13 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
             adversary, collector=collector, node_ids=sids, deviants=built.deviants, events=tracker.events,
             qi=submitted.select(list(config.qi)).values,
             confidential=submitted.select(list(config.confidential)).values, subjects=built.subjects)
+        if stop == "predicate":
+            # After the round, as `coutil.round.memory` does: the last verdict_acks arrive, then each subject
+            # checks that the collector recorded her verdict (hide_complaints). Nothing measured above moves.
+            bus.run_until(until=bus.now + config.retry_interval,
+                          predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None
+                                                for s in built.subjects))
+            add_verdict_evidence(run.adversary, collector, built.subjects, built.deviants)
     return run
 
 
