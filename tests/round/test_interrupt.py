@@ -137,7 +137,8 @@ def test_a_finished_run_replaces_an_older_out_whole(tmp_path: Path) -> None:
     (out / "trace.jsonl").write_text("old\n")
     assert main(["simulate", "--subjects", "20", "--set", "k=3", "--out", str(out), "--json"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", "transcript.json"])
+        ["release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", "transcript.json",
+         "evidence.json"])
     assert (out / "report.json").read_text() != OLD_OUTPUTS["report.json"]
     assert (out / "trace.jsonl").read_text() != "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
