@@ -58,6 +58,7 @@ from coutil.net.mqtt import (
     parse_broker_url,
     publish_window,
 )
+from coutil.protocol import topics
 from coutil.protocol.node import Node, Outgoing, transport_hook
 
 logger = logging.getLogger(__name__)
@@ -405,6 +406,10 @@ class _Host:
             wire.received_bytes += len(data)
             if connection.multiplexed:
                 connection.keep_retained(topic, data)
+            if not data and topics.is_subject_group(topic):
+                # A member's clear of her retained run_keys (SPEC §6): an MQTT matter, done above; every node
+                # ignores it, so none is called for it (k - 1 calls per member at 10^5 subjects).
+                return
             if connection.backlog and connection.check is None:
                 # Older messages still waiting, which this one must not overtake: routed when its turn
                 # comes (one of them may make a node subscribe to its topic), by `deliver_backlog`.
