@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -49,15 +50,25 @@ def _registrations(db: Path) -> int:
 
 
 class _FirstGroupMessage:
-    """Sees the first message a member publishes to her group: the subjects have their assignments."""
+    """Sees the first message a member publishes to her group: the subjects have their assignments.
+    ``action`` runs then, in the client's thread: a round of a few subjects over a local broker is over
+    within milliseconds of it (no member waits for a re-send since run_keys are retained), sooner
+    than the test's thread would wake up to act."""
 
     def __init__(self, port: int) -> None:
         self.seen = threading.Event()
+        self.action: Callable[[], None] | None = None
         self._client = mqtt.Client(CallbackAPIVersion.VERSION2)
-        self._client.on_message = lambda client, userdata, message: self.seen.set()
+        self._client.on_message = lambda client, userdata, message: self._first()
         self._client.connect("127.0.0.1", port)
         self._client.subscribe(f"{topics.PREFIX}/+/s/+/group")
         self._client.loop_start()
+
+    def _first(self) -> None:
+        if not self.seen.is_set():
+            if self.action is not None:
+                self.action()
+            self.seen.set()
 
     def close(self) -> None:
         self._client.loop_stop()
@@ -113,6 +124,8 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
                        "--register-window", "60", "--expected", "4", "--set", "step_timeout=0.5",
                        "--set", "retry_interval=0.25")
         procs.append(serve)
+        # Registration closed, the round in its sharing phase: killed at the first member message.
+        sharing.action = lambda: serve.send_signal(signal.SIGKILL)
         time.sleep(1.5)
         swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--timeout", "120", "--json")
         procs.append(swarm)
@@ -129,7 +142,6 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
         # Until a subject has her assignment, the registration deadline (60 s away) still stands for her,
         # rightly: kill once the members speak in their group, and before the round can be over.
         assert sharing.seen.wait(60)
-        serve.send_signal(signal.SIGKILL)  # registration closed: the round is in its sharing phase
         serve.wait(10)
         started = time.monotonic()
         for proc in (join, swarm):

@@ -18,11 +18,12 @@ from coutil.cli import main
 NOT_VISIBLE = {"drop-subject", "fabricate-members"}
 
 
-def _round(tmp_path: Path, strategy: str, seed: int) -> Path:
-    out = tmp_path / f"{strategy}-{seed}"
+def _round(tmp_path: Path, strategy: str, seed: int, *, hide_complaints: bool = False) -> Path:
+    out = tmp_path / f"{strategy}-{seed}{'-hidden' if hide_complaints else ''}"
     config = tmp_path / "round.toml"
     config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n"
-                      f'[adversary]\ncollector = "{strategy}"\n')
+                      f'[adversary.collector]\nstrategy = "{strategy}"\n'
+                      + ("hide_complaints = true\n" if hide_complaints else ""))
     main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
           "--json"])
     return out
@@ -55,16 +56,6 @@ def test_an_honest_round_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["verify", str(out)]) == 0
 
 
-def _hiding_round(tmp_path: Path, strategy: str, seed: int) -> Path:
-    out = tmp_path / f"{strategy}-hidden-{seed}"
-    config = tmp_path / "hiding.toml"
-    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n"
-                      f'[adversary.collector]\nstrategy = "{strategy}"\nhide_complaints = true\n')
-    main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
-          "--json"])
-    return out
-
-
 @pytest.mark.parametrize("strategy", ["split-view-release", "split-view-roster"])
 def test_a_collector_hiding_the_verdicts_it_acknowledged_is_caught_by_the_subjects_evidence(
         strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,7 +65,7 @@ def test_a_collector_hiding_the_verdicts_it_acknowledged_is_caught_by_the_subjec
     evidence (each one's verdict and its signed verdict_ack: evidence.json, or brought as files)
     makes `coutil verify` fail naming every hidden verdict."""
     for seed in (3, 5):
-        out = _hiding_round(tmp_path, strategy, seed)
+        out = _round(tmp_path, strategy, seed, hide_complaints=True)
         evidence = json.loads((out / "evidence.json").read_text())
         assert evidence, "nothing hidden"
         capsys.readouterr()
