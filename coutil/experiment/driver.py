@@ -31,6 +31,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import SubjectStateChanged
 from coutil.protocol.messages import Assign, Reveal, Submit
 from coutil.protocol.states import SubjectState
+from coutil.round.memory import settle_verdicts
 from coutil.round.nodes import build_round_nodes
 from coutil.round.report import RoundReport, count_rejections, traffic_stats
 from coutil.round.simulation import FaultPlan, vanish_time, vanishing_subjects
@@ -164,11 +165,7 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
             qi=submitted.select(list(config.qi)).values,
             confidential=submitted.select(list(config.confidential)).values, subjects=built.subjects)
         if stop == "predicate":
-            # After the round, as `coutil.round.memory` does: the last verdict_acks arrive, then each subject
-            # checks that the collector recorded her verdict (hide_complaints). Nothing measured above moves.
-            bus.run_until(until=bus.now + config.retry_interval,
-                          predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None
-                                                for s in built.subjects))
+            settle_verdicts(bus, built.subjects, config)
             add_verdict_evidence(run.adversary, collector, built.subjects, built.deviants)
     return run
 

@@ -344,7 +344,7 @@ class _Host:
 
     async def _sync_subscriptions(self, connection: Connection, client: aiomqtt.Client) -> None:
         """Send the SUBSCRIBEs and UNSUBSCRIBEs the nodes' calls left (`Connection.follow`), and hand
-        the nodes that joined a filter the connection already had the bulletin they missed."""
+        the nodes that joined a filter the connection already had the retained message they missed."""
         subscribe, connection.to_subscribe = list(connection.to_subscribe), {}
         unsubscribe, connection.to_unsubscribe = list(connection.to_unsubscribe), {}
         late, connection.late = connection.late, []

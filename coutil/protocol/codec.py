@@ -340,13 +340,16 @@ def _open_envelope(data: bytes, limits: Limits) -> tuple[bytes, bytes]:
     return payload, signature
 
 
+_PEEK_LIMITS = Limits()
+
+
 def peek_tag(data: bytes) -> str | None:
     """The tag of an envelope's message, unverified (None if it does not parse): for a transport that
     keeps messages by kind (a multiplexed connection keeps each member's retained run_keys), never to
     act on a message, which `decode` checks in full."""
     try:
-        payload, _ = _open_envelope(data, Limits())
-        inner = _unpack(payload, Limits(), "payload")
+        payload, _ = _open_envelope(data, _PEEK_LIMITS)
+        inner = _unpack(payload, _PEEK_LIMITS, "payload")
     except RemoteProtocolError:
         return None
     return inner[0] if type(inner) is tuple and inner and type(inner[0]) is str else None

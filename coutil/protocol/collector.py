@@ -153,7 +153,7 @@ class CollectorNode(CollectorCore):
     def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
         self._now = self._resend.now = now
         if not payload and topics.is_subject_group(topic):
-            return []  # a member cleared her retained run_keys (SPEC §5): not a message
+            return []  # a member cleared her retained run_keys (SPEC §6): not a message
         out: list[Outgoing] = []
         kind = ""
         try:

@@ -160,7 +160,7 @@ class SubjectNode(SubjectCore):
             self.rejections.append(Rejection(now, topic, "withdrawn", "announce withdrawn", True))
             return []
         if not payload and topics.is_subject_group(topic):
-            return []  # a fellow member cleared her retained run_keys (SPEC §5): not a message
+            return []  # a fellow member cleared her retained run_keys (SPEC §6): not a message
         sender: bytes | None = None
         kind = ""
         try:

@@ -151,7 +151,7 @@ class SubjectCore:
         self._left_groups: set[int] = set()
         self._members: tuple[bytes, ...] = ()
         self._run: SubjectRun | None = None
-        #: Her group topic holds her retained run_keys (SPEC §5): cleared once the keys were used.
+        #: Her group topic holds her retained run_keys (SPEC §6): cleared once the keys were used.
         self._keys_retained = False
         #: Members of her group as her latest verified assign names them: every run's members must be a
         #: subset of these, and at least k (SPEC §4 share.1).
@@ -233,7 +233,7 @@ class SubjectCore:
 
     def _clear_retained_keys(self) -> list[Outgoing]:
         """An empty retained message on her group topic (MQTT: clears the retained one), once every
-        member holds her keys or the round is over for her: the broker keeps nothing of the round.
+        member holds her keys or the round is over for her: the broker keeps none of her keys.
         QoS 0: a lost clear leaves one stale run_keys, which anyone who gets it ignores."""
         if not self._keys_retained or self._round_id is None:
             return []
@@ -336,7 +336,7 @@ class SubjectCore:
         self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
         # Retained: a fellow member whose subscription to this topic reaches the broker after this
         # publish (another connection, slower to handle its assign) gets it on subscribing, instead
-        # of waiting a retransmission timeout for the re-send (SPEC §5).
+        # of waiting a retransmission timeout for the re-send (SPEC §6).
         out = replace(self._publish_group(keys), retain=self.RETAIN_KEYS)
         self._keys_retained = self.RETAIN_KEYS
         self._resend.arm(("keys", message.run), out, now)

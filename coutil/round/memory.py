@@ -87,6 +87,16 @@ class SimulationOptions(TypedDict, total=False):
     identity_seed: int | None
 
 
+def settle_verdicts(bus: MemoryBus, subjects: Sequence[SubjectNode], config: RoundConfig) -> None:
+    """After the round: a verdict_ack may still be on its way when the collector finishes; the subjects
+    waiting for one get one re-send interval to receive it, and then hold their evidence that the
+    collector recorded their verdict (`SubjectNode.verdict_evidence`, `coutil.round.evidence`). Run once
+    whatever a driver reports was measured: nothing of it moves, only the trace gets their last state
+    changes."""
+    bus.run_until(until=bus.now + config.retry_interval,
+                  predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None for s in subjects))
+
+
 def run_memory_round(data: Dataset, config: RoundConfig, *, seed: int,
                      **options: Unpack[SimulationOptions]) -> RoundReport:
     """Run one round with one subject per record of ``data`` and return its report (see `simulate_round`)."""
@@ -181,13 +191,7 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=built.subjects, broker=broker, publications=bus.publications)
     if stop_reason == "predicate" and (adversary is not None or out_dir is not None):
-        # After the round: a verdict_ack may still be on its way when the collector finishes; the subjects
-        # waiting for one get one re-send interval to receive it, then check that the collector recorded
-        # their verdicts (`coutil.round.evidence`). Nothing reported above moves; the trace gets their
-        # last state changes.
-        bus.run_until(until=bus.now + config.retry_interval,
-                      predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None
-                                            for s in built.subjects))
+        settle_verdicts(bus, built.subjects, config)
         if report.adversary is not None:
             add_verdict_evidence(report.adversary, collector, built.subjects, built.deviants)
     if out_dir is not None:
