@@ -33,6 +33,11 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "misreport-qi": "coutil.adversary.subjects:MisreportQI",
     "misreport-confidential": "coutil.adversary.subjects:MisreportConfidential",
     "free-rider": "coutil.adversary.subjects:FreeRider",
+    "key-split": "coutil.adversary.subjects:KeySplit",
+    "equivocate": "coutil.adversary.subjects:Equivocate",
+    "direct-no-go": "coutil.adversary.subjects:DirectNoGo",
+    "bad-key": "coutil.adversary.subjects:BadKey",
+    "keys-ahead": "coutil.adversary.subjects:KeysAhead",
 }
 
 #: Collector strategies: name -> "module:class".
@@ -55,6 +60,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "duplicate": "coutil.adversary.broker:Duplicate",
     "reorder": "coutil.adversary.broker:Reorder",
     "split-retained": "coutil.adversary.broker:SplitRetained",
+    "split-keys": "coutil.adversary.broker:SplitKeys",
 }
 
 

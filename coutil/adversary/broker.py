@@ -20,7 +20,10 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   earlier round's over the same records (SPEC §3's known limit across rounds, reported as ``across_rounds``);
 - ``duplicate`` / ``reorder``: delivers a seeded share of the messages twice / late;
 - ``split-retained``: shows the victim another retained bulletin (roster, release or announce) than
-  everyone else: the earlier round's, or the real one with a forged signature.
+  everyone else: the earlier round's, or the real one with a forged signature;
+- ``split-keys``: colludes with a member playing ``key-split``: the second run_keys she signed for one
+  fellow member never travels on the topic she sent it on; that member gets it instead of the real one
+  on the splitter's group topic (everyone else, the collector included, gets the real one).
 
 A strategy never holds a key of the round: it cannot sign, so all it can do is route, drop, delay, copy
 and replay bytes it saw. The driver (`coutil.round.memory`) records the earlier round a strategy needs
@@ -41,7 +44,7 @@ from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
-    "Reorder", "ReplayRound", "ReplayRuns", "SplitRetained", "peek",
+    "Reorder", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -402,6 +405,38 @@ class SplitRetained(BrokerStrategy):
         elif self._old is not None:
             other = self._old
         else:
+            return None
+        self.actions["substituted"] += 1
+        self._made(topic, other)
+        return [Copy(payload=other, made=True)]
+
+
+class SplitKeys(BrokerStrategy):
+    """A broker operator colluding with a member who signs a second run_keys for a fellow member
+    (subject strategy ``key-split``, ``via = "direct"``): that copy is not routed where she published it
+    (``.../s/<her>/to/<fellow>``); when her real run_keys is delivered on her group topic to that fellow,
+    the fellow gets the second one in its place. Every other receiver gets the real one: a split view of
+    the run's keys that no signature check can see."""
+
+    NAME = "split-keys"
+
+    def setup(self) -> None:
+        #: (her group topic, the fellow's sid) -> the run_keys she signed for that fellow alone.
+        self._second: dict[tuple[str, str], bytes] = {}
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        parts = topic.split("/")
+        if len(parts) == 7 and parts[3] == "s" and parts[5] == "to" and payload_kind(topic, payload) == "run_keys":
+            group_topic = "/".join([*parts[:5], "group"])
+            self._second[(group_topic, parts[6])] = payload
+            self.actions["dropped"] += 1
+            return False, []
+        return True, []
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        other = self._second.get((topic, receiver.split("-", maxsplit=1)[0]))
+        if other is None or payload_kind(topic, payload) != "run_keys":
             return None
         self.actions["substituted"] += 1
         self._made(topic, other)

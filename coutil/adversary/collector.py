@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from coutil.protocol import codec, crypto, merkle, topics
+from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item
 from coutil.protocol.events import VerdictAccepted
@@ -120,8 +120,7 @@ class CollectorStrategy(CollectorNode):
         final = group.final_batch
         if final is None:
             return []
-        secrets = tuple(crypto.KxKey.from_secret(group.data.reveals[m]) for m in group.members
-                        if m in group.data.reveals)
+        secrets = tuple(group.data.reveal_keys[m] for m in group.members if m in group.data.reveal_keys)
         aad_inner, aad_record = inner_aad(self.round_id, group.label, group.run), collector_aad(self.round_id)
         width = len(self.config.confidential)
         opened = (open_item(secrets, self._kx, aad_inner, aad_record, width, item) for item in final)

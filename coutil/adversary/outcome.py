@@ -128,16 +128,18 @@ def adversary_section(
     }
 
 
-def add_verdict_evidence(section: dict[str, object], collector: CollectorNode, subjects: Sequence[SubjectNode],
+def add_verdict_evidence(section: dict[str, object], collector: CollectorNode,
+                         evidence: Sequence[tuple[str, tuple[bytes, bytes] | None]],
                          deviants: Mapping[int, str]) -> None:
     """After the round, each honest subject checks that her verdict is in what the collector recorded;
     one whose acknowledged verdict is not shows her verdict and its signed verdict_ack to an auditor
     (`coutil.round.evidence`): counted in the collector's entry as ``auditor``
     ``acknowledged_verdict_missing``, detected by the auditor and public (``hide_complaints``).
-    ``subjects`` by row, after the driver let the last acknowledgements arrive."""
+    ``evidence``: each subject's sid and pair (`SubjectNode.verdict_evidence`) by row, after the driver
+    let the last acknowledgements arrive."""
     recorded = {str(v["sid"]) for v in collector.outcome().verdicts}
-    hidden = [s for row, s in enumerate(subjects)
-              if row not in deviants and s.sid not in recorded and s.verdict_evidence() is not None]
+    hidden = [sid for row, (sid, pair) in enumerate(evidence)
+              if row not in deviants and sid not in recorded and pair is not None]
     entries = section.get("deviants")
     if not hidden or not isinstance(entries, list):
         return

@@ -13,6 +13,11 @@
 | ``garbage-inner`` | seals her record to a key that is not the collector's, votes go | `_on_announce` |
 | ``misreport-qi`` | registers her QIs shifted by ``shift`` | her record |
 | ``misreport-confidential`` | submits her confidential values shifted by ``shift`` | her record |
+| ``key-split`` | shows each fellow alone a second signed run_keys, first (``via``) | `_on_shuffle_start` |
+| ``equivocate`` | as a mixer, signs an honest and a tampered batch, sent as ``via`` says | `_mix` |
+| ``direct-no-go`` | votes go to the group, no-go (and blames) to one fellow member alone | `_advance` |
+| ``keys-ahead`` | publishes, retained, run_keys for a run not started yet (``target``) | `_on_shuffle_start` |
+| ``bad-key`` | publishes a run key of small order (``which``: inner or outer): no key agreement with it | `_emit` |
 
 ``deviated`` says whether the deviation took place (a mixer who was never asked to mix did not
 tamper). Nothing here is a protocol change: the honest code runs around every hook.
@@ -25,14 +30,17 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from coutil.protocol import crypto, topics
-from coutil.protocol.messages import Announce, Batch, Blame, Message, Submit, Vote
+from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, ShuffleStart, Submit, Vote
 from coutil.protocol.node import Outgoing
+from coutil.protocol.shuffle import members_digest
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
+from coutil.protocol.subject_core import SubjectRun
 
 __all__ = [
-    "Copycat", "FalseComplaint", "FreeRider", "GarbageInner", "LeaveAfterGrouping", "MisreportConfidential",
-    "MisreportQI", "Silent", "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
+    "BadKey", "Copycat", "DirectNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner", "KeySplit",
+    "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent", "SubjectStrategy", "Tamper",
+    "UnsolicitedBlame", "Withhold",
 ]
 
 
@@ -298,3 +306,134 @@ class MisreportConfidential(SubjectStrategy):
         self._caches.expect(self._qi + self._confidential)
         self.deviated = True
 
+
+
+# ---------------------------------------------------------------------------------------------- split views
+class KeySplit(SubjectStrategy):
+    """Shows each fellow member a run key the others never see: before her real run_keys, a second one,
+    signed, with another inner key, on her topic towards that member (``via = "direct"``) or on the
+    member's inbox (``"inbox"``, where behind the shipped ACL only the collector publishes: a collector
+    relaying for her). A member who took it would seal her inner layer to a key only the splitter
+    holds, so that her item alone needs it when opened: her record singled out. With the broker
+    strategy ``split-keys`` (a broker operator colluding with her) the odd key reaches that member on
+    the splitter's own group topic instead of the real one."""
+
+    NAME = "key-split"
+    PARAMS: ClassVar[dict[str, object]] = {"via": "direct"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"via": ("direct", "inbox")}
+    #: The inner secrets she showed, by fellow member (what she would open their items with).
+    shown: dict[bytes, crypto.KxKey]
+
+    def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        out = super()._on_shuffle_start(message, digest, now)
+        run = self._run
+        if run is None or run.number != message.run or self._round_id is None or not self._deviate(run.number):
+            return out
+        self.shown = {}
+        odd: list[Outgoing] = []
+        for member in run.members:
+            if member == self.public_key:
+                continue
+            inner = self.shown[member] = crypto.KxKey.generate(self._rng)
+            keys = RunKeys(self._round_id, self.public_key, message.group, run.number, run.outer.public,
+                           inner.public, self._view_root(), run.members_digest)
+            topic = topics.subject_to(self._round_id, self.public_key, member) \
+                if self.param_str("via") == "direct" else topics.inbox(self._round_id, member)
+            odd.append(self._emit(topic, keys))
+        return [*odd, *out]
+
+
+class Equivocate(SubjectStrategy):
+    """As a mixer in every run, signs two batches for her step: an honest one and one with an item
+    dropped (a copy of another in its place). ``via = "other-member"``: the honest one on her topic
+    towards another member than the one it is for (so that the collector, reading every such topic,
+    might keep it), the tampered one to the next mixer; ``"same-topic"``: the honest one, then the
+    tampered one, both where the batch goes."""
+
+    NAME = "equivocate"
+    PARAMS: ClassVar[dict[str, object]] = {"via": "other-member"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"via": ("other-member", "same-topic")}
+
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+        out = super()._mix(run, step, inputs, now)
+        honest = run.batches.get(step)
+        if honest is None or len(honest) < 2 or self._round_id is None or not self._deviate(run.number):
+            return out
+        assert self._group is not None
+        items = list(honest)
+        items[0] = items[1]
+        tampered = Batch(self._round_id, self.public_key, self._group, run.number, step, tuple(items))
+        batch = Batch(self._round_id, self.public_key, self._group, run.number, step, honest)
+        g = len(run.members)
+        right = topics.subject_to(self._round_id, self.public_key, run.members[step]) if step < g else \
+            topics.subject_group(self._round_id, self.public_key)
+        if self.param_str("via") == "same-topic":
+            return [*out, self._emit(right, tampered)]
+        elsewhere = next(m for m in run.members if m != self.public_key and (step >= g or m != run.members[step]))
+        run.batches[step] = tampered.items  # she goes on with what the next mixer got
+        return [self._emit(topics.subject_to(self._round_id, self.public_key, elsewhere), batch),
+                self._emit(right, tampered)]
+
+
+class DirectNoGo(SubjectStrategy):
+    """Votes go on her group topic, and, just before, no-go with a blame on her topic towards one
+    fellow member only: that member alone sees a no-go the others and the collector never see."""
+
+    NAME = "direct-no-go"
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        run = self._run
+        voted = run is not None and run.my_vote is not None
+        out = super()._advance(now)
+        if run is None or voted or not run.my_vote or self._round_id is None or not self._deviate(run.number):
+            return out
+        assert self._group is not None and run.final_digest is not None
+        fellow = next(m for m in run.members if m != self.public_key)
+        topic = topics.subject_to(self._round_id, self.public_key, fellow)
+        blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret,
+                      run.my_permutation, run.my_salt)
+        return [self._emit(topic, self._vote(run, False, run.final_digest)), self._emit(topic, blame), *out]
+
+
+class KeysAhead(SubjectStrategy):
+    """Publishes, retained, a signed run_keys for a run the collector has not started: the next run of her
+    group (``target = "next-run"``, with the members she guesses it will have) or a run of another group
+    (``"other-group"``, one she expects to be moved into by a merge). Nobody takes it now (IGNORE
+    ``early``/``wrong_group``), but a member who subscribes to her topic once that run starts would get
+    it from the broker's retained store before her real keys, and keep it: a key split without any
+    help from the broker."""
+
+    NAME = "keys-ahead"
+    PARAMS: ClassVar[dict[str, object]] = {"target": "next-run"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"target": ("next-run", "other-group")}
+
+    def _on_shuffle_start(self, message: ShuffleStart, digest: bytes, now: float) -> list[Outgoing]:
+        out = super()._on_shuffle_start(message, digest, now)
+        run = self._run
+        if run is None or run.number != message.run or self._round_id is None or not self._deviate(run.number):
+            return out
+        ahead = self.param_str("target") == "next-run"
+        group, number = (message.group, run.number + 1) if ahead else (message.group + 1, 0)
+        keys = RunKeys(self._round_id, self.public_key, group, number, crypto.KxKey.generate(self._rng).public,
+                       crypto.KxKey.generate(self._rng).public, self._view_root(),
+                       members_digest(self._round_id, group, number, run.members))
+        return [*out, dataclasses.replace(self._publish_group(keys), retain=True)]
+
+
+class BadKey(SubjectStrategy):
+    """Publishes a run key of small order (``which``: her inner or outer key): every key agreement with
+    it gives the all-zero secret, so nobody can seal to her."""
+
+    NAME = "bad-key"
+    PARAMS: ClassVar[dict[str, object]] = {"which": "inner"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"which": ("inner", "outer")}
+    #: The point of order 1 (u = 1).
+    SMALL_ORDER = bytes([1]) + bytes(31)
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        if isinstance(message, RunKeys) and message.sender == self.public_key and self._deviate(message.run):
+            if self.param_str("which") == "inner":
+                message = dataclasses.replace(message, inner_kx=self.SMALL_ORDER)
+            else:
+                message = dataclasses.replace(message, outer_kx=self.SMALL_ORDER)
+        return super()._emit(topic, message)

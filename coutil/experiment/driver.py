@@ -165,8 +165,8 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
             qi=submitted.select(list(config.qi)).values,
             confidential=submitted.select(list(config.confidential)).values, subjects=built.subjects)
         if stop == "predicate":
-            settle_verdicts(bus, built.subjects, config)
-            add_verdict_evidence(run.adversary, collector, built.subjects, built.deviants)
+            add_verdict_evidence(run.adversary, collector, settle_verdicts(bus, built.subjects, config),
+                                 built.deviants)
     return run
 
 

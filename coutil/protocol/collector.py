@@ -176,9 +176,11 @@ class CollectorNode(CollectorCore):
             )
             # A submission or a batch before the last goes to one member (SPEC §5 topics): on the
             # sender's own topic towards her.
-            direct = message.TAG in ("submit", "batch") and topic.startswith(expected[:-len("group")] + "to/")
+            towards = expected[:-len("group")] + "to/"
+            direct = message.TAG in ("submit", "batch") and topic.startswith(towards)
             if topic != expected and not direct:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
+            self._addressed_to = topic[len(towards):] if direct else None
             out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, kind=kind))

@@ -93,6 +93,8 @@ class CollectorCore:
         self._opening: dict[int, Pending[list[Record | None]]] = {}
         self.state = CollectorState.CREATED
         self.rejections: list[Rejection] = []
+        #: The sid the message being handled is addressed to (its topic towards one member), else None.
+        self._addressed_to: str | None = None
         self._events: list[CollectorEvent] = []
         self._resend = Resender(config.retry_interval, config.step_timeout / 4)
         self._registrations: dict[bytes, Registration] = {}
@@ -103,6 +105,8 @@ class CollectorCore:
         self._centroids: np.ndarray = np.zeros((0, len(config.qi)))
         self._groups: dict[int, GroupState] = {}
         self._group_of: dict[bytes, int] = {}
+        #: The groups a member was moved out of by a merge (her re-sends there are IGNOREd, not proof).
+        self._moved_from: dict[bytes, set[int]] = {}
         self._assign_msgs: dict[bytes, Outgoing] = {}
         self._excluded: dict[bytes, str] = {}
         self._records: dict[int, list[tuple[float, ...]]] = {}
@@ -215,8 +219,15 @@ class CollectorCore:
                 and message.sender in group.members and group.label in self._done_out:
             return self._answer_late_reveal(group, message.sender)
         assert self._tree is not None
+        if self._unstarted(group, message):
+            # Members answer the shuffle_starts the collector sends: a signed message for a run it never
+            # started her in (a copy published ahead, retained for late subscribers, would be a second
+            # view of that run) is proof (SPEC §7.3 `blamed_equivocation`).
+            self.rejections.append(Rejection(now, "", "unstarted_run", f"{message.TAG} for a run not started",
+                                             False, message.sender, message.TAG))
+            return self._exclude(group, ((message.sender, "blamed_equivocation"),), now)
         try:
-            group.observe(message, decoded.envelope, now, self.config.step_timeout, self._tree.root)
+            group.observe(message, decoded.envelope, now, self.config.step_timeout, self._tree.root, self._addressed_to)
         except RemoteProtocolError as exc:
             out = self._on_deviation(group, message.sender, exc, now)
             if out is None:
@@ -224,6 +235,14 @@ class CollectorCore:
             self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
                                              message.TAG))
             return out
+        if isinstance(message, RunKeys) and not group.reveal_sent:
+            # The last run_keys to reach the collector: votes it kept meanwhile are checked now.
+            liars = group.votes_on_other_keys(self.round_id)
+            if liars:
+                for member in liars:
+                    self.rejections.append(Rejection(now, "", "view_mismatch", "vote states other run keys", False,
+                                                     member, "vote"))
+                return self._exclude(group, tuple((m, "blamed_split_view") for m in liars), now)
         self._resend.news(now)  # a fresh member message: the subjects are being served (see retry.py)
         if isinstance(message, RunKeys):
             self._resend.cancel(("assign", message.sender))
@@ -232,6 +251,16 @@ class CollectorCore:
         self._track(group)
         return self._progress([group], now)
 
+    def _unstarted(self, group: GroupState, message: GroupMessage) -> bool:
+        """A member's message naming a later run of her group than the collector started, or a group she
+        was never in (an old group she was moved from is a re-send: IGNORE ``wrong_group``)."""
+        sender = message.sender
+        if not group.active or group.reveal_sent or sender not in group.members or sender in self._excluded:
+            return False
+        if message.group == group.label:
+            return message.run > group.run
+        return message.group not in self._moved_from.get(sender, ())
+
     def _on_deviation(self, group: GroupState, sender: bytes, exc: RemoteProtocolError,
                       now: float) -> list[Outgoing] | None:
         """A member message that proves its sender deviated: exclude her (SPEC §4 share.6). None: the
@@ -239,8 +268,13 @@ class CollectorCore:
         if sender not in group.members or not group.active or sender in self._excluded:
             return None
         if exc.reason == "view_mismatch" and not group.reveal_sent:
-            # The collector told every member the same: she states a view nobody was given.
+            # The collector told every member the same, and every member's run_keys reached it on her
+            # own topic, where all members read them: she states a view nobody was given.
             return self._exclude(group, ((sender, "blamed_split_view"),), now)
+        if exc.reason in ("equivocation", "bad_key") and not group.reveal_sent:
+            # Two different signed messages for one slot of the run, or signed keys nobody can seal to:
+            # the proof is her own signature (SPEC §7.3). Nobody has revealed: a new run without her.
+            return self._exclude(group, ((sender, f"blamed_{exc.reason}"),), now)
         if exc.reason == "unjustified_blame":
             # After reveal_open no run may follow: she is recorded as excluded, the group goes on.
             self._excluded[sender] = "blamed_unsolicited"
@@ -440,6 +474,7 @@ class CollectorCore:
         out = self._start_run_close(group, culprits + tuple((m, "merged") for m in moved), now, also_to=moved)
         for key in moved:
             self._group_of[key] = target.label
+            self._moved_from.setdefault(key, set()).add(group.label)
         # Every member of the merged group gets a new assign: a run's members must be a subset of
         # the members her latest assign names (SPEC §4 share.1).
         for key in target.members:

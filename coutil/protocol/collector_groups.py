@@ -22,7 +22,7 @@ from typing import TypeAlias, TypeVar
 import numpy as np
 
 from coutil.errors import RemoteProtocolError
-from coutil.protocol import crypto
+from coutil.protocol import crypto, topics
 from coutil.protocol.messages import (
     Batch,
     Blame,
@@ -35,7 +35,15 @@ from coutil.protocol.messages import (
     Vote,
 )
 from coutil.protocol.node import SERIAL_POOL, Pending, WorkPool
-from coutil.protocol.shuffle import BlameResult, assign_blame, batch_digest, collector_aad, inner_aad, members_digest
+from coutil.protocol.shuffle import (
+    BlameResult,
+    assign_blame,
+    batch_digest,
+    collector_aad,
+    inner_aad,
+    keys_digest,
+    members_digest,
+)
 
 #: The messages a member publishes in her group's runs (the collector hands them to `GroupState.observe`).
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
@@ -50,11 +58,15 @@ class RunData:
     batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
     votes: dict[bytes, Vote] = field(default_factory=dict)
     reveals: dict[bytes, bytes] = field(default_factory=dict)
+    #: The revealed secrets as key pairs (derived once, when checked against the published key).
+    reveal_keys: dict[bytes, crypto.KxKey] = field(default_factory=dict)
     blames: dict[bytes, Blame] = field(default_factory=dict)
     #: Exact envelopes of the run's messages to re-publish when the run stalls (control messages
     #: first, then every fresh member message except reveals, in arrival order), each with the one
     #: member it is meant for (a submission, a batch before the last) or None (the whole group).
     relay: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    #: The run's keys as the collector holds them (`keys_digest`), once it holds every member's.
+    keys_digest: bytes | None = None
     #: Members whose run_keys or vote stated another view of the roster or of the run.
     view_mismatch: list[bytes] = field(default_factory=list)
 
@@ -124,7 +136,9 @@ class GroupState:
 
     # -------------------------------------------------------------- observing messages
     def observe(self, message: GroupMessage, envelope: bytes, now: float, step_timeout: float,
-                roster_root: bytes = b"") -> None:
+                roster_root: bytes = b"", to: str | None = None) -> None:
+        """Record a member message of this group (``to``: the sid its topic addresses it to, when it came
+        on the sender's topic towards one member; None on her group topic)."""
         run_number = message.run
         if message.group != self.label:
             # IGNORE (SPEC §7.3): a member moved by a merge re-sends her old group's messages, and a
@@ -148,32 +162,42 @@ class GroupState:
             raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
         if isinstance(message, Blame) and self.reveal_sent and not self.no_go:
             raise RemoteProtocolError("unjustified_blame", "blame after every member voted go")
+        if isinstance(message, Submit | Batch):
+            target = self._target(message)
+        if to is not None and (target is None or topics.sid_of(target) != to):
+            # Only what is meant for that member alone may travel on a topic towards her: a copy sent
+            # elsewhere would be a second view of the run (the collector keeping one, the members another).
+            raise RemoteProtocolError("topic_mismatch", f"{message.TAG} addressed to a member it is not for")
         if isinstance(message, RunKeys):
+            if crypto.is_small_order(message.outer_kx) or crypto.is_small_order(message.inner_kx):
+                raise RemoteProtocolError("bad_key", "run_keys with a key of small order (no key agreement)")
             fresh = _store(d.keys, message.sender, (message.outer_kx, message.inner_kx))
         elif isinstance(message, Submit):
             fresh = _store(d.submissions, message.sender, message)
-            target = self.members[0]
         elif isinstance(message, Batch):
-            g = len(self.members)
-            if not 1 <= message.step <= g or self.members[message.step - 1] != message.sender:
-                raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
-            if len(message.items) != g:
-                raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
             fresh = _store(d.batches, message.step, message.items)
-            target = self.members[message.step] if message.step < g else None
         elif isinstance(message, Vote):
+            # Checked against the keys the collector holds; while a member's run_keys has not reached it
+            # (lost on the way: she stops re-sending once the members hold them), the vote is kept and
+            # checked when they arrive (`votes_on_other_keys`), and meanwhile the votes must agree (`ready`).
+            own = self.own_keys_digest(message.round_id)
+            if own is not None and message.keys_digest != own:
+                if message.sender not in d.view_mismatch:
+                    d.view_mismatch.append(message.sender)
+                raise RemoteProtocolError("view_mismatch", "vote states other run keys")
             fresh = _store(d.votes, message.sender, message)
         elif isinstance(message, Reveal):
             keys = d.keys.get(message.sender)
             try:
-                public = crypto.KxKey.from_secret(message.inner_secret).public
+                revealed = crypto.KxKey.from_secret(message.inner_secret)
             except (ValueError, crypto.CryptoError):
                 raise RemoteProtocolError("bad_reveal", "inner secret is not a key") from None
-            if keys is not None and public != keys[1]:
+            if keys is not None and revealed.public != keys[1]:
                 raise RemoteProtocolError("bad_reveal", "inner secret does not match the published key")
             if not self.ready:
                 raise RemoteProtocolError("early", "reveal before every member voted go", ignore=True)
             fresh = _store(d.reveals, message.sender, message.inner_secret)
+            d.reveal_keys[message.sender] = revealed
         else:
             fresh = _store(d.blames, message.sender, message)
         if fresh:
@@ -182,8 +206,33 @@ class GroupState:
             if not isinstance(message, Reveal):  # an inner secret is for the collector only
                 d.relay.append((envelope, target))
 
+    def _target(self, message: Submit | Batch) -> bytes | None:
+        """The one member a submission or a batch before the last is for (None: the final batch)."""
+        if isinstance(message, Submit):
+            return self.members[0]
+        g = len(self.members)
+        if not 1 <= message.step <= g or self.members[message.step - 1] != message.sender:
+            raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
+        if len(message.items) != g:
+            raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
+        return self.members[message.step] if message.step < g else None
+
     def all_keys(self) -> bool:
         return len(self.data.keys) == len(self.members)
+
+    def own_keys_digest(self, round_id: bytes) -> bytes | None:
+        """`keys_digest` over the run keys the collector holds; None until it holds every member's."""
+        d = self.data
+        if d.keys_digest is None and self.all_keys():
+            d.keys_digest = keys_digest(round_id, self.label, self.run, self.members, d.keys)
+        return d.keys_digest
+
+    def votes_on_other_keys(self, round_id: bytes) -> list[bytes]:
+        """Members whose kept vote states other run keys than the collector holds (once it holds all)."""
+        own = self.own_keys_digest(round_id)
+        if own is None:
+            return []
+        return [m for m in self.members if m in self.data.votes and self.data.votes[m].keys_digest != own]
 
     @property
     def final_batch(self) -> tuple[bytes, ...] | None:
@@ -200,7 +249,10 @@ class GroupState:
         if final is None or len(self.data.votes) != len(self.members) or self.no_go:
             return False
         digest = batch_digest(final)
-        return all(v.final_digest == digest for v in self.data.votes.values())
+        # Every member used the same run keys (no key split, SPEC §8.4): the members check it against
+        # theirs; the collector, which may lack a member's run_keys, that the votes agree.
+        return all(v.final_digest == digest for v in self.data.votes.values()) \
+            and len({v.keys_digest for v in self.data.votes.values()}) == 1
 
     def blame_complete(self) -> bool:
         return self.no_go and len(self.data.blames) == len(self.members)
@@ -221,7 +273,10 @@ class GroupState:
         if self.ready:
             return [m for m in members if m not in d.reveals] if self.reveal_sent else []
         if self.final_batch is not None:
-            return [m for m in members if m not in d.votes]
+            missing = [m for m in members if m not in d.votes]
+            # Votes on other keys than each other's, some run_keys never reached the collector: it
+            # needs them to tell who states other keys.
+            return missing or [m for m in members if m not in d.keys]
         if len(d.keys) < len(members):
             return [m for m in members if m not in d.keys]
         last_step = max(d.batches, default=0)
@@ -250,7 +305,7 @@ class GroupState:
         second run once secrets are out)."""
         final = self.final_batch
         assert final is not None
-        secrets = tuple(crypto.KxKey.from_secret(self.data.reveals[m]) for m in self.members)
+        secrets = tuple(self.data.reveal_keys[m] for m in self.members)
         opener = functools.partial(open_item, secrets, collector_kx, inner_aad(round_id, self.label, self.run),
                                    collector_aad(round_id), width)
         self.opened = True

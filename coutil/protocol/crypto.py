@@ -126,6 +126,27 @@ class KxKey:
         return f"KxKey(public={self.public.hex()})"
 
 
+#: X25519 public keys of small order (libsodium's list, with the non-canonical encodings of 0 and 1;
+#: compared with the top bit cleared, as X25519 ignores it): any secret gives the all-zero shared secret.
+_SMALL_ORDER = frozenset(bytes.fromhex(h) for h in (
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+    "5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+))
+
+
+def is_small_order(public: bytes) -> bool:
+    """True for an X25519 public key no key agreement can use (SPEC §8: a received key is checked
+    before anything is sealed to it, so that a bad key is a REJECT, not a failure later)."""
+    if len(public) != KEY_BYTES:
+        return True
+    return bytes(public[:31]) + bytes([public[31] & 0x7F]) in _SMALL_ORDER
+
+
 def hkdf_sha256(ikm: bytes, salt: bytes, info: bytes) -> bytes:
     """HKDF-SHA256 (RFC 5869) with a 32-byte output: one extract and one expand block."""
     prk = hmac.digest(salt, ikm, hashlib.sha256)

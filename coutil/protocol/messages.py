@@ -104,7 +104,7 @@ class ShuffleStart:
     """Collector -> group. Starts run ``run`` of the group's shuffle with these members.
 
     ``excluded`` lists members dropped since the previous run with a reason code each
-    (``silent``, ``blamed_tamper``, ``blamed_false_complaint``, ``blamed_malformed``, ``merged``).
+    (SPEC §7.3: ``silent``, ``blamed_tamper``, ``blamed_equivocation``, ``merged``, ...).
     """
 
     TAG: ClassVar[str] = "shuffle_start"
@@ -167,7 +167,7 @@ class Batch:
 @dataclass(frozen=True)
 class Vote:
     """Member -> group. Go when her inner ciphertext is in the final batch, no-go otherwise; with
-    her view of the roster and of the run's members (as in `RunKeys`)."""
+    her view of the roster and of the run's members (as in `RunKeys`), and of the run's keys."""
 
     TAG: ClassVar[str] = "vote"
     round_id: bytes
@@ -178,6 +178,8 @@ class Vote:
     final_digest: bytes
     roster_root: bytes
     members_digest: bytes
+    #: Every member's run keys as she used them (`coutil.protocol.shuffle.keys_digest`).
+    keys_digest: bytes
 
 
 @dataclass(frozen=True)

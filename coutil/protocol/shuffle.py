@@ -20,12 +20,12 @@ def collector_aad(round_id: bytes) -> bytes:
 
 
 def inner_aad(round_id: bytes, group: int, run: int) -> bytes:
-    return b"coutil/v2 inner " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big")
+    return b"coutil/v2 inner " + round_id + group.to_bytes(8, "big") + run.to_bytes(8, "big")
 
 
 def outer_aad(round_id: bytes, group: int, run: int, step: int) -> bytes:
     return (
-        b"coutil/v2 outer " + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big") + step.to_bytes(4, "big")
+        b"coutil/v2 outer " + round_id + group.to_bytes(8, "big") + run.to_bytes(8, "big") + step.to_bytes(8, "big")
     )
 
 
@@ -41,9 +41,22 @@ def batch_digest(items: Sequence[bytes]) -> bytes:
 def members_digest(round_id: bytes, group: int, run: int, members: Sequence[bytes]) -> bytes:
     """A run's membership as a member was told it (SPEC §8.4): carried in `run_keys` and `vote`, so
     that members shown different memberships (a split view) notice."""
-    h = hashlib.sha256(b"coutil/v2 members" + round_id + group.to_bytes(4, "big") + run.to_bytes(4, "big"))
+    h = hashlib.sha256(b"coutil/v2 members" + round_id + group.to_bytes(8, "big") + run.to_bytes(8, "big"))
     for member in members:
         h.update(member)
+    return h.digest()
+
+
+def keys_digest(round_id: bytes, group: int, run: int, members: Sequence[bytes],
+                keys: Mapping[bytes, tuple[bytes, bytes]]) -> bytes:
+    """The run's keys as a member used them (SPEC §8.4): every member's outer and inner X25519 key, in
+    member order. Carried in `vote`: a member shown another key of a fellow member than the others
+    were (a key split, which would single out her item in the final batch) votes another digest, and
+    nobody reveals on votes that disagree."""
+    h = hashlib.sha256(b"coutil/v2 keys" + round_id + group.to_bytes(8, "big") + run.to_bytes(8, "big"))
+    for member in members:
+        outer, inner = keys[member]
+        h.update(member + outer + inner)
     return h.digest()
 
 

@@ -11,7 +11,7 @@ Any message not accepted in the current state is recorded as ignored.
 from __future__ import annotations
 
 from coutil.errors import RemoteProtocolError
-from coutil.protocol import codec, merkle, topics
+from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.config import MAX_RANDOM_RECORDS
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.events import (
@@ -204,6 +204,11 @@ class SubjectNode(SubjectCore):
             # An audit she cannot (or should not) run: she does not take part.
             self._set_state(SubjectState.INCOMPATIBLE)
             self._event(SubjectIncompatible(now, "audit_parameters"))
+            return []
+        if crypto.is_small_order(params.collector_kx):
+            # Nothing could be sealed to it (SPEC §8): she does not take part.
+            self._set_state(SubjectState.INCOMPATIBLE)
+            self._event(SubjectIncompatible(now, "collector_key"))
             return []
         if now > params.register_deadline:
             raise RemoteProtocolError("late", "announce seen after its registration deadline", ignore=True)

@@ -51,6 +51,7 @@ from coutil.protocol.shuffle import (
     collector_aad,
     inner_aad,
     inner_commitment,
+    keys_digest,
     members_digest,
     outer_aad,
 )
@@ -100,6 +101,8 @@ class SubjectRun:
     reveal_open: bool = False
     revealed: bool = False
     blamed: bool = False
+    #: The run's keys as she used them (`keys_digest`), once she holds every member's.
+    keys_digest: bytes | None = None
 
 
 class SubjectCore:
@@ -211,16 +214,32 @@ class SubjectCore:
             # Subject messages must come from a current group member, on that member's own topic.
             if message.sender not in self._members:
                 raise RemoteProtocolError("not_a_member", f"{message.TAG} from a non-member")
-            if self._round_id is not None and topic != self._member_topic(message.sender) \
-                    and topic != self._direct_topic(message.sender) and not self._is_relay_topic(topic):
+            if self._round_id is None or topic == self._member_topic(message.sender) \
+                    or topic == self._group_control_topic():
+                return
+            # On her own topic towards me (or relayed on my inbox): only what is meant for me alone,
+            # a submission if I mix first, the batch of the step before mine. Anything else there
+            # would be a view of the run the other members and the collector do not share (SPEC §5).
+            if topic != self._direct_topic(message.sender) and topic != topics.inbox(self._round_id, self.public_key):
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic not its sender's")
+            if not self._meant_for_me_alone(message):
+                raise RemoteProtocolError("topic_mismatch", f"{message.TAG} on a topic for one member")
 
-    def _is_relay_topic(self, topic: str) -> bool:
-        """The collector relays a stalled run's member messages (exact signed bytes) on the group's
-        control topic, or on her inbox (a message meant for her alone), where only it may publish."""
-        return self._round_id is not None and self._group is not None \
-            and topic in (topics.group_control(self._round_id, self._group),
-                          topics.inbox(self._round_id, self.public_key))
+    def _group_control_topic(self) -> str | None:
+        if self._round_id is None or self._group is None:
+            return None
+        return topics.group_control(self._round_id, self._group)
+
+    def _meant_for_me_alone(self, message: Message) -> bool:
+        if self._run is None or not isinstance(message, Submit | Batch) or message.run != self._run.number:
+            # Another run's submission or batch (a relay of a stalled one): the run checks IGNORE it.
+            return isinstance(message, Submit | Batch)
+        members = self._run.members
+        if isinstance(message, Submit):
+            return members[0] == self.public_key
+        if isinstance(message, Batch):
+            return 1 <= message.step < len(members) and members[message.step] == self.public_key
+        return False
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
         """Sign ``message`` for ``topic``: every group message she sends passes here (one place for a
@@ -360,15 +379,23 @@ class SubjectCore:
         """A member's stated view of the roster and of the run must be mine (SPEC §7.3): otherwise
         one of us was shown another view. Her message is not used, and the verdict reports it
         unless the collector excludes her (then she was the one lying)."""
-        if message.roster_root != self._view_root() or message.members_digest != run.members_digest:
+        other_keys = False
+        if isinstance(message, Vote):
+            mine = self._run_keys_digest(run)
+            if mine is None:  # votes follow every member's onion, built with all keys: mine are late
+                raise RemoteProtocolError("early", "vote before every member's run_keys", ignore=True)
+            other_keys = message.keys_digest != mine
+        if message.roster_root != self._view_root() or message.members_digest != run.members_digest or other_keys:
             self._view_complaints.setdefault(message.sender, "split_view")
             self._event(SplitViewSeen(now, self.sid, message.group, message.run, topics.sid_of(message.sender)))
-            raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
+            raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster, membership or keys")
 
     def _on_run_keys(self, message: RunKeys, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         if message.sender not in run.members:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
+        if crypto.is_small_order(message.outer_kx) or crypto.is_small_order(message.inner_kx):
+            raise RemoteProtocolError("bad_key", "run_keys with a key of small order (no key agreement)")
         self._check_view(run, message, now)
         _keep_first(run.keys, message.sender, (message.outer_kx, message.inner_kx),
                     "run_keys already received", "two different run_keys from one member")
@@ -482,7 +509,7 @@ class SubjectCore:
             run.final_digest = batch_digest(final)
             go = final.count(run.my_sealed) == 1 and len(set(final)) == g
             run.my_vote = go
-            vote = Vote(rid, me, group, run.number, go, run.final_digest, self._view_root(), run.members_digest)
+            vote = self._vote(run, go, run.final_digest)
             run.votes[me] = vote
             msg = self._publish_group(vote)
             self._resend.arm(("vote", run.number), msg, now)
@@ -518,8 +545,7 @@ class SubjectCore:
             # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
             self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
             run.my_vote = False
-            vote = Vote(self._round_id, self.public_key, self._group, run.number, False, bytes(32),
-                        self._view_root(), run.members_digest)
+            vote = self._vote(run, False, bytes(32))
             run.votes[self.public_key] = vote
             msg = self._publish_group(vote)
             self._resend.arm(("vote", run.number), msg, now)
@@ -534,6 +560,20 @@ class SubjectCore:
         msg = self._publish_to(run.members[step], batch) if step < len(run.members) else self._publish_group(batch)
         self._resend.arm(("batch", run.number), msg, now)
         return [msg]
+
+    def _vote(self, run: SubjectRun, go: bool, final_digest: bytes) -> Vote:
+        assert self._round_id is not None and self._group is not None
+        keys = self._run_keys_digest(run)
+        assert keys is not None  # she votes once her onion is built, which took every member's keys
+        return Vote(self._round_id, self.public_key, self._group, run.number, go, final_digest, self._view_root(),
+                    run.members_digest, keys)
+
+    def _run_keys_digest(self, run: SubjectRun) -> bytes | None:
+        """`keys_digest` over the run's keys she holds; None until she holds every member's."""
+        if run.keys_digest is None and len(run.keys) == len(run.members):
+            assert self._round_id is not None and self._group is not None
+            run.keys_digest = keys_digest(self._round_id, self._group, run.number, run.members, run.keys)
+        return run.keys_digest
 
     def _start_blame(self, run: SubjectRun, now: float) -> list[Outgoing]:
         assert self._round_id is not None and self._group is not None

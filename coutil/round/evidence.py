@@ -11,8 +11,8 @@ signed that it recorded exactly this verdict.
 
 File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}`` objects (or
 one such object). A run directory holds ``evidence.json``: the pairs of the simulated subjects whose
-verdict the transcript lacks, as they would bring them (written where the driver hosts the
-subjects itself: the in-memory bus, and MQTT without worker processes).
+verdict the transcript lacks, as they would bring them (every driver writes it: the in-memory bus,
+and MQTT, where worker processes report their subjects' pairs).
 """
 
 from __future__ import annotations

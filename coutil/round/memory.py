@@ -87,14 +87,16 @@ class SimulationOptions(TypedDict, total=False):
     identity_seed: int | None
 
 
-def settle_verdicts(bus: MemoryBus, subjects: Sequence[SubjectNode], config: RoundConfig) -> None:
+def settle_verdicts(bus: MemoryBus, subjects: Sequence[SubjectNode],
+                    config: RoundConfig) -> list[tuple[str, tuple[bytes, bytes] | None]]:
     """After the round: a verdict_ack may still be on its way when the collector finishes; the subjects
     waiting for one get one re-send interval to receive it, and then hold their evidence that the
     collector recorded their verdict (`SubjectNode.verdict_evidence`, `coutil.round.evidence`). Run once
     whatever a driver reports was measured: nothing of it moves, only the trace gets their last state
-    changes."""
+    changes. Returns each subject's sid and evidence, in the order of ``subjects``."""
     bus.run_until(until=bus.now + config.retry_interval,
                   predicate=lambda: all(s.verdict is None or s.verdict_evidence() is not None for s in subjects))
+    return [(s.sid, s.verdict_evidence()) for s in subjects]
 
 
 def run_memory_round(data: Dataset, config: RoundConfig, *, seed: int,
@@ -191,9 +193,9 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=built.subjects, broker=broker, publications=bus.publications)
     if stop_reason == "predicate" and (adversary is not None or out_dir is not None):
-        settle_verdicts(bus, built.subjects, config)
+        evidence = settle_verdicts(bus, built.subjects, config)
         if report.adversary is not None:
-            add_verdict_evidence(report.adversary, collector, built.subjects, built.deviants)
+            add_verdict_evidence(report.adversary, collector, evidence, built.deviants)
     if out_dir is not None:
         t_out = time.perf_counter()
         transcript = recorder.transcript(include_registrations=options.get("transcript_registrations", False)) \

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from coutil.adversary.outcome import adversary_section
+from coutil.adversary.outcome import add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import InputError
 from coutil.net.broker_drops import BrokerDropCounter
@@ -121,8 +121,24 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
                 pool.poll(tracker.on_event)
             tracker.report_progress(progress)
 
+    # With outputs or deviations, the subjects get one re-send interval after the collector finished for
+    # the last verdict_acks to arrive, as in memory (`settle_verdicts`): their evidence (`coutil.round.evidence`).
+    settle = out_dir is not None or adversary is not None
+    settling: list[SubjectNode] = list(subjects)  # in this process: those that may still get an ack
+    finished_at: list[float] = []
+
     def over() -> bool:
-        return bool(collector.finished) or (pool is not None and pool.failed)
+        if pool is not None and pool.failed:
+            return True
+        if not collector.finished:
+            return False
+        if not settle or not settling:
+            return True
+        if not finished_at:
+            finished_at.append(time.monotonic())
+        while settling and (settling[-1].verdict is None or settling[-1].verdict_evidence() is not None):
+            settling.pop()
+        return not settling or time.monotonic() - finished_at[0] >= config.retry_interval
 
     async def host(url: str | BrokerAddress) -> HostStats:
         nonlocal pool
@@ -140,6 +156,8 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
                 stats = await host_nodes(nodes, address, stop_when=over, timeout=limit,
                                          on_event=tracker.on_event, options=options, checks=checks)
             if pool is not None:
+                if settle:  # the workers stop on their own once each of their subjects is done
+                    await pool.wait(tracker.on_event, config.retry_interval)
                 pool.stop()
                 await pool.wait(tracker.on_event, REPORT_GRACE_SECONDS)
                 pool.poll(tracker.on_event)
@@ -197,18 +215,19 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         duplicates_by_kind=dict(duplicates),
         resends_by_kind=dict(resends),
     )
+    # Each subject's acknowledged verdict, by row: from this process, or as the workers reported them.
+    evidence = pool.evidence() if pool is not None else [(s.sid, s.verdict_evidence()) for s in subjects]
     if adversary is not None:
         deviants = {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
         report.adversary = adversary_section(
             adversary, collector=collector, node_ids=node_ids, deviants=deviants, events=tracker.events,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=subjects if len(subjects) == data.n else None)
+        add_verdict_evidence(report.adversary, collector, evidence, deviants)
     if out_dir is not None:
         transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
             if recorder is not None else None
-        # The subjects' evidence where this process hosts them all (worker processes keep theirs).
-        evidence = [subject.verdict_evidence() for subject in subjects] if len(subjects) == data.n else None
-        write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=evidence)
+        write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=[pair for _, pair in evidence])
     return report, stats
 
 

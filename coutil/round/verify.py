@@ -52,7 +52,8 @@ from coutil.round.verify_roster import (
 #: Exclusion reason codes of SPEC §7.3 (and SafePub's ``suppressed_class``, §9.1).
 EXCLUSION_REASONS = frozenset({
     "silent", "blamed_tamper", "blamed_malformed", "blamed_false_complaint", "blamed_copy", "blamed_unsolicited",
-    "blamed_split_view", "blame_inconclusive", "merged", "below_k_no_partner", "suppressed", "suppressed_class",
+    "blamed_split_view", "blamed_equivocation", "blamed_bad_key", "blame_inconclusive", "merged",
+    "below_k_no_partner", "suppressed", "suppressed_class",
 })
 
 #: What a subject's complaint reveals about the collector (SPEC §3), by verdict reason.

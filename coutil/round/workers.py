@@ -89,6 +89,10 @@ class WorkerReport:
     elapsed: float = 0.0
     error: str | None = None
     exit_code: int | None = None
+    #: Each subject's signed verdict and the collector's signed verdict_ack of it (None: not
+    #: acknowledged), in the order of ``node_ids``: the evidence she would bring to an auditor
+    #: (`coutil.round.evidence`).
+    evidence: list[tuple[bytes, bytes] | None] = field(default_factory=list)
 
 
 def connection_slices(qi: NDArray[np.float64], per_connection: int) -> list[list[int]]:
@@ -174,7 +178,8 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
             rejections[rejection.reason] += 1
     return WorkerReport(task.worker, node_ids, dict(stats.per_node), dict(stats.wire), rejections,
                         count_duplicates_by_kind(nodes), count_resends_by_kind(nodes),
-                        stats.stopped_by, stats.unsent, stats.elapsed)
+                        stats.stopped_by, stats.unsent, stats.elapsed,
+                        evidence=[node.verdict_evidence() for node in nodes])
 
 
 class WorkerPool:
@@ -284,6 +289,15 @@ class WorkerPool:
         placed = [(row, node_id) for worker, report in self.reports.items()
                   for row, node_id in zip(self._rows[worker], report.node_ids, strict=False)]
         return [node_id for _, node_id in sorted(placed)]
+
+    def evidence(self) -> list[tuple[str, tuple[bytes, bytes] | None]]:
+        """Each subject's id and verdict evidence (`WorkerReport.evidence`), by row of the data set (a row
+        whose worker did not report: no id, no evidence)."""
+        rows: list[tuple[str, tuple[bytes, bytes] | None]] = [("", None)] * sum(map(len, self._rows.values()))
+        for worker, report in self.reports.items():
+            for row, node_id, pair in zip(self._rows[worker], report.node_ids, report.evidence, strict=False):
+                rows[row] = (node_id, pair)
+        return rows
 
     def rejections(self) -> Counter[str]:
         total: Counter[str] = Counter()

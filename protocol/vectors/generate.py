@@ -46,7 +46,14 @@ from coutil.protocol.messages import (
     VerdictAck,
     Vote,
 )
-from coutil.protocol.shuffle import collector_aad, inner_aad, inner_commitment, members_digest, outer_aad
+from coutil.protocol.shuffle import (
+    collector_aad,
+    inner_aad,
+    inner_commitment,
+    keys_digest,
+    members_digest,
+    outer_aad,
+)
 from coutil.sdc.mdav import mdav, mdav_reference
 
 HERE = Path(__file__).resolve().parent
@@ -87,6 +94,8 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
                          1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v2"), ("k", "3")))
     d = hashlib.sha256(b"digest").digest()
     md = members_digest(ROUND_ID, 0, 1, members[:2])
+    kd = keys_digest(ROUND_ID, 0, 1, members[:2],
+                     {m: (KX[i].public, KX[i + 2].public) for i, m in enumerate(members[:2])})
     salt = seed_of("commitment salt")
     onion = bytes(range(100))
     rows = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes()
@@ -100,7 +109,7 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
         ("run_keys", SUBJECTS[1], RunKeys(ROUND_ID, s1, 0, 1, KX[1].public, KX[2].public, d, md)),
         ("submit", SUBJECTS[1], Submit(ROUND_ID, s1, 0, 1, onion, inner_commitment(onion, salt))),
         ("batch", SUBJECTS[1], Batch(ROUND_ID, s1, 0, 1, 2, (b"\x01" * 10, b"\x02" * 10))),
-        ("vote", SUBJECTS[1], Vote(ROUND_ID, s1, 0, 1, True, d, d, md)),
+        ("vote", SUBJECTS[1], Vote(ROUND_ID, s1, 0, 1, True, d, d, md, kd)),
         ("reveal_open", COLLECTOR, RevealOpen(ROUND_ID, c, 0, 1, d)),
         ("reveal", SUBJECTS[1], Reveal(ROUND_ID, s1, 0, 1, KX[2].secret)),
         ("blame", SUBJECTS[1], Blame(ROUND_ID, s1, 0, 1, KX[1].secret, (1, 0), salt)),
@@ -162,7 +171,7 @@ def invalid_file() -> dict[str, Any]:
     submit = Submit(ROUND_ID, s.public, 0, 1, b"onion", bytes(32))
     good = codec.encode(submit, s)
     sb = _body(submit)
-    vote = _body(Vote(ROUND_ID, s.public, 0, 1, True, bytes(32), bytes(32), bytes(32)))
+    vote = _body(Vote(ROUND_ID, s.public, 0, 1, True, bytes(32), bytes(32), bytes(32), bytes(32)))
     register = _body(Register(ROUND_ID, s.public, (1.0, 2.0)))
     fetch = _body(Fetch(ROUND_ID, s.public, "release"))
     announce = _body(next(m for name, _, m in _sample_messages() if name == "announce"))
@@ -261,6 +270,12 @@ def crypto_file() -> dict[str, Any]:
         "members_digest": {"round_id": ROUND_ID.hex(), "group": 2, "run": 1,
                            "members": [k.public.hex() for k in SUBJECTS],
                            "digest": members_digest(ROUND_ID, 2, 1, [k.public for k in SUBJECTS]).hex()},
+        "keys_digest": {"round_id": ROUND_ID.hex(), "group": 2, "run": 1,
+                        "members": [k.public.hex() for k in SUBJECTS[:2]],
+                        "keys": [[KX[i].public.hex(), KX[i + 2].public.hex()] for i in range(2)],
+                        "digest": keys_digest(ROUND_ID, 2, 1, [k.public for k in SUBJECTS[:2]],
+                                              {k.public: (KX[i].public, KX[i + 2].public)
+                                               for i, k in enumerate(SUBJECTS[:2])}).hex()},
         "inner_commitment": {"inner": sealed_all.hex(), "salt": seed_of("commitment salt").hex(),
                              "commitment": inner_commitment(sealed_all, seed_of("commitment salt")).hex()},
         "x25519_keys": [{"secret": k.secret.hex(), "public": k.public.hex()} for k in KX],

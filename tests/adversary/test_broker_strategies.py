@@ -74,7 +74,7 @@ def assert_defeated(p: Played, baseline: Played) -> None:
 
 def test_every_broker_strategy_is_registered_with_its_class() -> None:
     assert set(BROKER_STRATEGIES) == {"replay-runs", "replay-round", "drop-victim", "duplicate", "reorder",
-                                      "split-retained"}
+                                      "split-retained", "split-keys"}
     for name in BROKER_STRATEGIES:
         assert name == broker_strategy(name).NAME
 

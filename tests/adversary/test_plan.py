@@ -20,7 +20,9 @@ ROUND = ROUND_FILE
 def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
     assert set(SUBJECT_STRATEGIES) == {
         "silent", "leave-after-grouping", "tamper", "withhold", "copycat", "false-complaint", "unsolicited-blame",
-        "garbage-inner", "misreport-qi", "misreport-confidential", "free-rider"}
+        "garbage-inner", "misreport-qi", "misreport-confidential", "free-rider",
+        # Found since (SPEC §3): views shown to one member, two signed batches, keys of small order or ahead.
+        "key-split", "equivocate", "direct-no-go", "bad-key", "keys-ahead"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k"}
@@ -129,3 +131,25 @@ def test_run_builds_the_strategies_over_mqtt(tmp_path: Path, capsys: pytest.Capt
     assert entries["split-view-release"]["detected_by"] == ["auditor"]
     assert entries["split-view-release"]["leak"] == []
     assert code == 5, err  # subjects shown the other release: their verdicts bind it (no accept of this one)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_run_keeps_the_subjects_evidence_of_hidden_verdicts(workers: int, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`coutil run` against a collector that hides the complaints it acknowledged: the subjects' pairs
+    reach the run directory's evidence.json and the report, whether they ran in this process or in
+    worker processes (which report them), and `coutil verify` names every hidden verdict."""
+    path = tmp_path / "round.toml"
+    path.write_text(ROUND + '[adversary.collector]\nstrategy = "split-view-roster"\nhide_complaints = true\n')
+    out = tmp_path / "run"
+    code = main(["run", "--config", str(path), "--out", str(out), "--json", "--seed", "3",
+                 "--workers", str(workers)])
+    stdout, err = capsys.readouterr()
+    assert code in (0, 5), err
+    evidence = json.loads((out / "evidence.json").read_text())
+    assert evidence, "nothing hidden"
+    (entry,) = [e for e in json.loads(stdout)["adversary"]["deviants"] if e["role"] == "collector"]
+    assert entry["auditor"]["acknowledged_verdict_missing"] == len(evidence) and entry["public"]
+    assert main(["verify", str(out), "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert len(checks["acknowledged_verdicts"]["problems"]) == len(evidence)

@@ -26,6 +26,14 @@ ATTRIBUTED: list[tuple[dict[str, Any], str]] = [
     ({"strategy": "copycat"}, "blamed_copy"),
     ({"strategy": "false-complaint"}, "blamed_false_complaint"),
     ({"strategy": "unsolicited-blame"}, "blamed_unsolicited"),
+    # The honest batch towards another member is refused; the tampered one is what re-execution sees.
+    ({"strategy": "equivocate", "via": "other-member"}, "blamed_tamper"),
+    ({"strategy": "equivocate", "via": "same-topic"}, "blamed_equivocation"),
+    ({"strategy": "bad-key", "which": "inner"}, "blamed_bad_key"),
+    ({"strategy": "bad-key", "which": "outer"}, "blamed_bad_key"),
+    # A signed message for a run the collector never started her in is proof (no honest member has one).
+    ({"strategy": "keys-ahead", "target": "next-run"}, "blamed_equivocation"),
+    ({"strategy": "keys-ahead", "target": "other-group"}, "blamed_equivocation"),
 ]
 
 
@@ -46,8 +54,9 @@ def assert_author_alone_excluded(p: Played, reason: str) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize(("entry", "reason"), ATTRIBUTED, ids=[f"{e['strategy']}-{e.get('phase', '')}"
-                                                              for e, _ in ATTRIBUTED])
+@pytest.mark.parametrize(("entry", "reason"), ATTRIBUTED,
+                         ids=[f"{e['strategy']}-{e.get('phase', e.get('via', e.get('which', e.get('target', ''))))}"
+                              for e, _ in ATTRIBUTED])
 def test_a_deviating_member_is_detected_and_excluded_and_the_round_completes(entry: dict[str, Any], reason: str,
                                                                              seed: int) -> None:
     p = play({"subjects": [{**entry, "rows": [seed % 7]}]}, seed=seed)
@@ -129,3 +138,50 @@ def test_misreported_confidential_values_cannot_be_told_from_the_truth(seed: int
     # The release carries her false values, not her true ones: nobody can find her true record.
     assert effect["reported_record_in_release"] and not effect["true_record_in_release"]
     assert effect["released_value_error"] == pytest.approx(1000.0)
+
+
+#: Sent to one fellow member alone, where a member message meant for everyone (or for the collector) has
+#: no place: her run_keys with another inner key (key split), her no-go vote and blame.
+REFUSED: list[dict[str, Any]] = [
+    {"strategy": "key-split", "via": "direct"},
+    {"strategy": "key-split", "via": "inbox"},
+    {"strategy": "direct-no-go"},
+]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("entry", REFUSED, ids=[f"{e['strategy']}-{e.get('via', '')}" for e in REFUSED])
+def test_a_view_shown_to_one_member_alone_is_refused_and_changes_nothing(entry: dict[str, Any], seed: int) -> None:
+    """The fellow member REJECTs it (``topic_mismatch``: on a topic towards one member only a submission
+    or a batch meant for her travels) and names its signer; the round goes on as if it had not been sent:
+    nobody excluded, every honest record released, every verdict an accept, nothing learned."""
+    p = play({"subjects": [{**entry, "rows": [seed % 7]}]}, seed=seed)
+    assert p.outcome.completed and p.excluded() == {}
+    assert p.released() == p.records(list(range(p.data.n)))
+    assert all(v["accept"] for v in p.verdicts().values())
+    (found,) = p.entries("subject")
+    assert found["deviated"] and found["detected"] and not found["excluded"], found
+    assert set(found["evidence"]) == {"rejected:topic_mismatch"} and found["leak"] == []
+    assert p.section["honest_excluded"] == {}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_key_split_carried_by_a_colluding_broker_opens_nothing(seed: int) -> None:
+    """``key-split`` with the broker strategy ``split-keys``: each fellow member gets her own odd inner
+    key of the splitter's on the splitter's group topic (no signature check can see it). The votes
+    bind the run's keys (`keys_digest`): they disagree, nobody reveals, no record of that run is ever
+    opened. The collector, which saw other keys than the voters, excludes those voters
+    ``blamed_split_view``: against a broker and a member together attribution fails (honest members
+    excluded, as a broker can exclude anyone by dropping her messages), privacy does not: no leak, no
+    group below k, every released record is a true one."""
+    p = play({"subjects": [{"strategy": "key-split", "rows": [seed % 7]}], "broker": "split-keys"}, seed=seed)
+    (splitter,) = p.entries("subject")
+    assert p.outcome.completed and splitter["deviated"] and splitter["leak"] == []
+    assert "rejected:view_mismatch" in splitter["evidence"]
+    honest_excluded = {sid: reason for sid, reason in p.excluded().items() if sid != splitter["node"]}
+    assert honest_excluded and set(honest_excluded.values()) <= {"blamed_split_view", "merged", "suppressed"}
+    assert all(size >= CONFIG.k for size in p.outcome.group_sizes)
+    assert not (p.released() - p.records(list(range(p.data.n))))  # no record that is not someone's true one
+    (broker,) = p.entries("broker")
+    assert broker["deviated"] and broker["accepted_by_kind"].get("run_keys", 0) >= 1  # the split took place
+    assert broker["leak"] == [] and p.section["honest_baseline_leak"] == 0

@@ -97,7 +97,7 @@ def test_a_members_run_keys_are_kept_for_a_node_that_subscribes_later_until_she_
     round_id = bytes(16)
     topic = topics.subject_group(round_id, member.public)
     keys = codec.encode(RunKeys(round_id, member.public, 0, 0, bytes(32), bytes(32), bytes(32), bytes(32)), member)
-    vote = codec.encode(Vote(round_id, member.public, 0, 0, True, bytes(32), bytes(32), bytes(32)), member)
+    vote = codec.encode(Vote(round_id, member.public, 0, 0, True, bytes(32), bytes(32), bytes(32), bytes(32)), member)
     first, second = _Joining(), _Joining()
     a, b = HostedNode(0, first, "a"), HostedNode(1, second, "b")
     connection = Connection("c", [a, b], multiplexed=True)

@@ -268,3 +268,77 @@ def test_a_members_second_run_keys_is_a_duplicate_when_equal_and_equivocation_wh
     node.receive(topic, codec.encode(other, mate._identity), 600.0)
     assert [(r.reason, r.ignored) for r in node.rejections[before:]] == [("duplicate", True), ("equivocation", False)]
     assert run.keys[mate.public_key] == (outer, inner)  # the first copy stays
+
+
+def _sharing_member() -> tuple[Round, SubjectNode, SubjectNode]:
+    """A subject holding every run key of her first run, and a fellow member of that run."""
+    replay, node = _reach("subject", "sharing")
+    replay.bus.run_until(until=500.0, predicate=lambda: node._run is not None
+                         and len(node._run.keys) == len(node._run.members))
+    run = node._run
+    assert run is not None
+    mate = next(s for s in replay.subjects if s.public_key in run.members and s.public_key != node.public_key)
+    return replay, node, mate
+
+
+def test_a_run_key_of_small_order_is_a_rejection_never_a_crash() -> None:
+    """A key nobody can agree on a secret with (SPEC §8: libsodium's small-order points) is REJECT
+    ``bad_key`` where it arrives, before anything is sealed to it; with the top bit set, too."""
+    _, node, mate = _sharing_member()
+    run, group = node._run, node.group
+    assert run is not None and group is not None and node._round_id is not None
+    for point in sorted(crypto._SMALL_ORDER):
+        for top in (0, 0x80):
+            bad = point[:31] + bytes([point[31] | top])
+            assert crypto.is_small_order(bad)
+            with pytest.raises(crypto.CryptoError):
+                run.outer.exchange(bad)
+    assert not crypto.is_small_order(run.outer.public)
+    keys = RunKeys(node._round_id, mate.public_key, group, run.number, bytes([1]) + bytes(31), run.inner.public,
+                   node._view_root(), run.members_digest)
+    before = len(node.rejections)
+    node.receive(topics.subject_group(node._round_id, mate.public_key), codec.encode(keys, mate._identity), 600.0)
+    assert [r.reason for r in node.rejections[before:]] == ["bad_key"]
+
+
+def test_on_a_topic_towards_her_a_member_takes_only_what_is_meant_for_her_alone() -> None:
+    """A fellow member's run_keys or vote on her topic towards this member (or relayed on this member's
+    inbox) would be a view of the run nobody else shares (a key split): REJECT ``topic_mismatch``."""
+    _, node, mate = _sharing_member()
+    run, group = node._run, node.group
+    assert run is not None and group is not None and node._round_id is not None
+    other = crypto.KxKey.generate(SeededRandom(9)).public
+    keys = RunKeys(node._round_id, mate.public_key, group, run.number, run.keys[mate.public_key][0], other,
+                   node._view_root(), run.members_digest)
+    vote = Vote(node._round_id, mate.public_key, group, run.number, False, bytes(32), node._view_root(),
+                run.members_digest, bytes(32))
+    before = len(node.rejections)
+    for message in (keys, vote):
+        payload = codec.encode(message, mate._identity)
+        node.receive(topics.subject_to(node._round_id, mate.public_key, node.public_key), payload, 600.0)
+        node.receive(topics.inbox(node._round_id, node.public_key), payload, 600.0)
+    assert [r.reason for r in node.rejections[before:]] == ["topic_mismatch"] * 4
+    assert run.keys[mate.public_key][1] != other and mate.public_key not in run.votes
+
+
+def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_key_are_no_crash() -> None:
+    """A run number beyond 32 bits (the digests encode 64-bit integers, SPEC §8.4) is an ordinary
+    (refused) run; an announce with a round key of small order leaves the subject out (incompatible)."""
+    from coutil.protocol.messages import Announce, ShuffleStart
+    from coutil.protocol.states import SubjectState
+
+    replay, node, _ = _sharing_member()
+    assert node._round_id is not None and node.group is not None and node._run is not None
+    identity = replay.collector._identity
+    huge = ShuffleStart(node._round_id, identity.public, node.group, 2**40, node._run.members, (), 700.0)
+    node.receive(topics.group_control(node._round_id, node.group), codec.encode(huge, identity), 600.0)
+    assert node._run.number == 2**40  # a later run of her group: she takes part (nothing revealed yet)
+    message = codec.decode(next(p.payload for p in _samples() if p.payload and _tag(p.payload) == "announce")).message
+    assert isinstance(message, Announce)
+    cases = ((message.params.collector_kx, SubjectState.REGISTERING), (bytes(32), SubjectState.INCOMPATIBLE))
+    for collector_kx, state in cases:
+        fresh = SubjectNode(collector_key=identity.public, qi=node._qi, confidential=node._confidential,
+                            rng=SeededRandom(4))
+        announce = dataclasses.replace(message, params=dataclasses.replace(message.params, collector_kx=collector_kx))
+        fresh.receive(topics.ANNOUNCE, codec.encode(announce, identity), 0.0)
+        assert fresh.state == state, (fresh.state, fresh.rejections)

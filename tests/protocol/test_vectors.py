@@ -174,11 +174,15 @@ def test_grouping_vector() -> None:
 
 
 def test_v2_view_and_commitment_vectors() -> None:
-    from coutil.protocol.shuffle import inner_commitment, members_digest
+    from coutil.protocol.shuffle import inner_commitment, keys_digest, members_digest
 
     v = CRYPTO["members_digest"]
     members = [bytes.fromhex(m) for m in v["members"]]
     assert members_digest(bytes.fromhex(v["round_id"]), v["group"], v["run"], members).hex() == v["digest"]
+    kv = CRYPTO["keys_digest"]
+    members = [bytes.fromhex(m) for m in kv["members"]]
+    keys = {m: (bytes.fromhex(o), bytes.fromhex(i)) for m, (o, i) in zip(members, kv["keys"], strict=True)}
+    assert keys_digest(bytes.fromhex(kv["round_id"]), kv["group"], kv["run"], members, keys).hex() == kv["digest"]
     c = CRYPTO["inner_commitment"]
     assert inner_commitment(bytes.fromhex(c["inner"]), bytes.fromhex(c["salt"])).hex() == c["commitment"]
     r = MERKLE["release_rows_root"]
