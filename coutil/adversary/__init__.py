@@ -49,6 +49,8 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "isolate-victim": "coutil.adversary.collector:IsolateVictim",
     "fabricate-members": "coutil.adversary.collector:FabricateMembers",
     "publish-below-k": "coutil.adversary.collector:PublishBelowK",
+    "erase-complaints": "coutil.adversary.collector:EraseComplaints",
+    "split-assign": "coutil.adversary.private_run:SplitAssign",
 }
 
 

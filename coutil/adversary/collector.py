@@ -15,7 +15,11 @@ infers which records it can attribute to their owner.
 - ``fabricate-members``: registers ``count`` identities of its own (Sybils, default k - 1) with the
   victim's QIs and runs them as members; ``isolate = true`` also forms the group {victim + Sybils}
   (`_on_register`, message routing);
-- ``publish-below-k``: publishes its first group with k - 1 rows (`_publish_release`).
+- ``publish-below-k``: publishes its first group with k - 1 rows (`_publish_release`);
+- ``erase-complaints``: shows the victim a split view of her group's first run, then names every member
+  its later runs keep as excluded, to clear the complaints (`_start_run`);
+- ``split-assign`` (`coutil.adversary.private_run`): keeps the victim apart, with identities of its
+  own, for a run of her own.
 
 Every strategy also takes ``hide_complaints`` (default false): it acknowledges every verdict, as
 the subject expects, but leaves each complaint, and each verdict bound to another release or roster
@@ -43,14 +47,15 @@ from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item
 from coutil.protocol.events import VerdictAccepted
-from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster, Verdict
+from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster, ShuffleStart, Verdict
 from coutil.protocol.node import Outgoing, SeededRandom
 from coutil.protocol.shuffle import collector_aad, inner_aad
 from coutil.protocol.states import CollectorState
 from coutil.protocol.subject import SubjectNode
 
 __all__ = [
-    "CollectorStrategy", "DropSubject", "FabricateMembers", "IsolateVictim", "Opening", "PublishBelowK",
+    "CollectorStrategy", "DropSubject", "EraseComplaints", "FabricateMembers", "IsolateVictim", "Opening",
+    "PublishBelowK",
     "RerunSubtract", "SplitViewRelease", "SplitViewRoster",
 ]
 
@@ -146,6 +151,20 @@ class CollectorStrategy(CollectorNode):
 
     def _victim_label(self) -> int | None:
         return self._group_of.get(self.victim_key) if self.victim_key is not None else None
+
+    def _victim_above_k(self) -> int | None:
+        """The label of a group of more than k members with the victim in it (for a deviation that leaves
+        one member out of a run): hers if it has, else the first such group, whose first member then
+        becomes the victim; None if every group has exactly k."""
+        label = self._victim_label()
+        k = self.config.k
+        if label is not None and len(self._groups[label].members) > k:
+            return label
+        for other in sorted(self._groups):
+            if len(self._groups[other].members) > k:
+                self.victim_key = self._groups[other].members[0]
+                return other
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- re-run
@@ -292,6 +311,39 @@ class DropSubject(CollectorStrategy):
                 assert self.victim_key is not None
                 out.extend(self._exclude(group, ((self.victim_key, "silent"),), now))
         return out + super()._progress(touched, now)
+
+
+class EraseComplaints(CollectorStrategy):
+    """Shows the victim a first run of her group without its last member (a split view she complains
+    of) and, in every later run of her group, a signed statement that names every member it keeps as
+    excluded ``silent``, for the complaints about the split to be dropped (a member's complaint about a
+    fellow member is dropped when the collector excludes that member: it was her view that lied)."""
+
+    NAME = "erase-complaints"
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+    NEEDS_VICTIM = True
+
+    _label: int | None = None
+
+    def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        if self._label is None and not self.deviated:
+            self._label = self._victim_above_k()
+        if group.label != self._label or self.victim_key is None:
+            return super()._start_run(group, excluded, now)
+        if group.run == -1 and len(group.members) > self.config.k:
+            out = super()._start_run(group, excluded, now)
+            start = codec.decode(out[-1].payload).message
+            assert isinstance(start, ShuffleStart)
+            fake = self._sign(dataclasses.replace(start, members=start.members[:-1]))
+            inbox = topics.inbox(self.round_id, self.victim_key)
+            out = [o for o in out if o.topic != inbox] + [Outgoing(inbox, fake)]
+            self._resend.arm(("shuffle_start", group.label), tuple(out), now)
+            self.deviated = True
+            return out
+        if group.run >= 0 and self.deviated:
+            stated = {key for key, _ in excluded}
+            excluded = (*excluded, *((m, "silent") for m in group.members if m not in stated))
+        return super()._start_run(group, excluded, now)
 
 
 class PublishBelowK(CollectorStrategy):

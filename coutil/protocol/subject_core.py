@@ -318,9 +318,11 @@ class SubjectCore:
             # after the collector held her secret. Either way she complains.
             reason = "rerun_after_reveal" if self.public_key in message.members else "excluded_after_reveal"
             return self._refuse(message.group, message.run, reason, now)
-        # A member excluded by the collector was the one whose view disagreed: not a split view.
+        # A member excluded by the collector was the one whose view disagreed: not a split view (only one
+        # who really left the run: a statement that names a member it keeps clears nothing).
         for key, _ in message.excluded:
-            self._view_complaints.pop(key, None)
+            if key not in message.members:
+                self._view_complaints.pop(key, None)
         if self.public_key not in message.members:
             reasons = dict(message.excluded)
             if reasons.get(self.public_key) == "merged":
@@ -344,6 +346,13 @@ class SubjectCore:
             if self._resend.pending(("fetch", "assign")):
                 return []
             return self._send_fetch("assign", now)
+        left = {key for key, _ in message.excluded}
+        if set(message.members) != set(self._members) - left or not left <= set(self._members):
+            # A run is her assigned group, then each run the one before it minus the members its
+            # signed statement excludes (SPEC §4 share.1): a member left out without a statement (a run
+            # of her fellows with her left out of it, kept apart for a run of her own), or a statement
+            # that excludes a member it keeps, is a view of the group nobody else was given.
+            return self._refuse(message.group, message.run, "run_not_as_assigned", now)
         self._pending_start = None
         self._resend.clear()
         self._members = message.members

@@ -70,6 +70,9 @@ COMPLAINT_MEANING = {
     "regroup_after_reveal": "a member regrouped after she revealed (rerun-subtract)",
     "run_below_k": "a run with fewer than k members (publish-below-k, isolate-victim)",
     "run_not_in_group": "a run with members outside the assigned group (isolate-victim, split view)",
+    "run_not_as_assigned": "a run that is not her assigned group, or not the run before it minus its signed "
+                           "exclusions (a member left out, or an exclusion that keeps her: split view)",
+    "group_not_as_run": "her released group holds more records than the run she revealed in had members",
 }
 
 
@@ -114,7 +117,8 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("membership", "drop-subject (a member neither released nor excluded, a released group missing live members' "
                    "records), fabricated rows (more rows than live members), unknown exclusion reasons"),
     ("exclusion_evidence", "drop-subject (an exclusion the collector never signed, a member excluded `silent` "
-                           "before the run's step deadline or from a run she was not in)"),
+                           "before the run's step deadline or from a run she was not in), a run that is not the one "
+                           "before it minus its signed exclusions (split-assign, erase-complaints)"),
     ("verdicts", "split-view-release (verdicts bound to another release digest), split-view-roster (bound to another "
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
@@ -281,6 +285,21 @@ def _check_membership(r: VerifiedRound, check: Check) -> None:
                        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(reasons.items()))})" if reasons else ""))
 
 
+def _check_run_follows(group: int, run: int, start: ShuffleStart, previous: ShuffleStart, merged_in: set[bytes],
+                       check: Check) -> None:
+    """A run is the one before it minus the members its signed statement excludes (plus members merged in
+    from a dissolved group): what each member checks too (SPEC §4 share.1)."""
+    kept, stated, before = set(start.members), {key for key, _ in start.excluded}, set(previous.members)
+    for key in sorted(stated & kept):
+        check.fail(f"group {group} run {run} excludes {sid_of(key)} and keeps her (a statement that clears "
+                   "complaints)")
+    for key in sorted(before - kept - stated):
+        check.fail(f"group {group} run {run} leaves out {sid_of(key)}, a member of run {run - 1}, without a signed "
+                   "exclusion")
+    for key in sorted(kept - before - merged_in):
+        check.fail(f"group {group} run {run} adds {sid_of(key)}, neither in run {run - 1} nor merged in")
+
+
 def _check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
     if not need(r, check):
         return
@@ -298,9 +317,12 @@ def _check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
             check.fail(f"group {s.group} run {s.run}: two different shuffle_starts (split view of the run)")
         runs[(s.group, s.run)] = s
     signed: dict[str, tuple[str, int, int]] = {}
+    merged_in = {key for start in runs.values() for key, reason in start.excluded if reason == "merged"}
     for (group, run), s in sorted(runs.items()):
         issued = s.deadline if not s.members else s.deadline - step
         previous = runs.get((group, run - 1))
+        if previous is not None:
+            _check_run_follows(group, run, s, previous, merged_in, check)
         for key, reason in s.excluded:
             signed.setdefault(sid_of(key), (reason, group, run))
             if reason in ("suppressed_class",):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from coutil.adversary.collector import CollectorStrategy, RerunSubtract
+from coutil.protocol.topics import sid_of
 from tests.adversary.common import CONFIG, SEEDS, Played, play
 
 
@@ -177,3 +178,39 @@ def test_hidden_complaints_are_public_through_the_subjects_evidence(strategy: st
     assert entry["auditor"]["acknowledged_verdict_missing"] == len(hidden)
     assert "auditor" in entry["detected_by"] and entry["public"]
     assert_no_leak(p)
+
+
+# ------------------------------------------------------------------------------- runs that do not follow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_statement_that_excludes_members_it_keeps_is_refused_and_public(seed: int) -> None:
+    """``erase-complaints``: the victim is shown her group's first run without one member; the later runs
+    name every member they keep as excluded, for the members' complaints to be dropped. Each member
+    refuses a run that is not her assigned group, or not the run before it minus its signed exclusions
+    (``run_not_as_assigned``, SPEC §4 share.1): the complaints stand, signed; nothing is opened."""
+    p = play({"collector": "erase-complaints"}, seed=seed, n=31)  # n = 31, k = 3: one group of four
+    entry = p.collector_entry
+    victim = p.round.collector.victim_key  # type: ignore[attr-defined]
+    group = [s for s in p.round.subjects if victim in s._assigned]
+    assert len(group) == CONFIG.k + 1 and entry["public"]
+    assert entry["complaints"] == {"run_not_as_assigned": len(group)}
+    assert {p.verdicts()[s.sid]["reason"] for s in group} == {"run_not_as_assigned"}
+    assert_no_leak(p)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_victim_kept_apart_for_a_run_of_her_own_is_public_and_the_sybil_limit(seed: int) -> None:
+    """``split-assign``: the victim's assign names her group but, beside her, k - 1 identities the
+    collector holds and never registered; her group-mates are assigned and run without her, no statement
+    excluding her. The collector opens her run of her own and attributes her record (it is the Sybil
+    limit of SPEC §3: nothing she can check tells its identities from respondents) and publishes the
+    honest release with her record in her group. That group then holds more records than the runs its
+    members revealed in: she and every mate complain (``group_not_as_run``), signed and public."""
+    p = play({"collector": "split-assign"}, seed=seed, n=31)
+    entry = p.collector_entry
+    victim = p.round.collector.victim_key  # type: ignore[attr-defined]
+    assert victim is not None and entry["deviated"]
+    complainers = {sid for sid, v in p.verdicts().items() if v["reason"] == "group_not_as_run"}
+    assert len(complainers) == CONFIG.k + 1 and sid_of(victim) in complainers
+    assert entry["public"] and entry["complaints"] == {"group_not_as_run": CONFIG.k + 1}
+    # What it learned: her record, exactly, and nobody else's (the measured limit).
+    assert entry["leak"] == [sid_of(victim)]

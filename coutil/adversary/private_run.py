@@ -1,0 +1,193 @@
+"""A deviating collector that keeps one subject apart for a run of her own (SPEC §3, "split assign").
+
+- ``split-assign``: the victim (in an MDAV group of at least k + 1) gets an assign naming her real group
+  label and her own valid inclusion proof, but as fellow members k - 1 identities the collector holds
+  and never registered, then a shuffle_start of a run of that label only they and she are in. Her real
+  group-mates get assigns and runs without her, with no statement excluding her. The collector opens
+  her run (its own records taken out, hers is left), and publishes the honest MDAV release, her record
+  in her real group, as if nothing had happened.
+
+What stops it: each member checks that a run is her assigned group, then the run before it minus its
+signed exclusions (`run_not_as_assigned`), and that her released group holds no more records than the
+run she revealed in had members (`group_not_as_run`); an auditor sees one group shown two member lists
+(roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
+the victim's record (she cannot tell the identities beside her from real respondents: SPEC §3's Sybil
+limit, measured by `tests/adversary/test_collector_strategies.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import ClassVar
+
+from coutil.adversary.collector import FabricateMembers, Opening
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, topics
+from coutil.protocol.collector_groups import GroupMessage, GroupState
+from coutil.protocol.messages import Assign, Verdict
+from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
+from coutil.protocol.states import SubjectState
+from coutil.protocol.subject import SubjectNode
+
+__all__ = ["SplitAssign"]
+
+#: The number of the victim's run of her own (any number her group's real runs never reach).
+PRIVATE_RUN = 1000
+
+
+class _Puppet(SubjectNode):
+    """An identity the collector holds and never registered: an honest subject node that joins the
+    group it is told, since no inclusion proof of it could verify."""
+
+    def join(self, group: int, members: tuple[bytes, ...]) -> None:
+        self._resend.clear()  # its registration: nobody is to answer it
+        self._group = group
+        self._members = self._assigned = members
+        self.state = SubjectState.SHARING
+
+
+class SplitAssign(FabricateMembers):
+    """Keeps the victim apart for a run of her own with identities of its own (module docstring)."""
+
+    NAME = "split-assign"
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+    NEEDS_VICTIM = True
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure({"count": 0, "isolate": False, **params})
+        self.private: GroupState | None = None
+        self._private_records: list[tuple[float, ...]] | None = None
+        self._release_waiting = False
+        self._honest_assign: Outgoing | None = None
+        self._apart: int | None = None  #: her group's label, once its mates' run left her out
+
+    def _sybil_count(self) -> int:
+        return 0  # nobody registered: its identities are in no roster
+
+    # -------------------------------------------------------------- the split
+    def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        if self._apart is None and self.private is None and not self.deviated:
+            self._apart = self._victim_above_k()
+            self.deviated = self._apart is not None
+        victim = self.victim_key
+        if group.label == self._apart and group.run == -1 and victim in group.members:
+            # Her group-mates' first run, without her and without a word about her.
+            group.members = tuple(m for m in group.members if m != victim)
+            group.indices = tuple(self._index_of(m) for m in group.members)
+        return super()._start_run(group, excluded, now)
+
+    def _close_registration(self, now: float) -> list[Outgoing]:
+        out = super()._close_registration(now)
+        victim, label = self.victim_key, self._apart
+        if victim is None or label is None:
+            return out
+        mates = self._groups[label].members
+        k = self.config.k
+        # Her puppets: honest nodes with records it knows, told the announce and the roster.
+        rng = SeededRandom(self._rng.bytes(32))
+        width = len(self.config.confidential)
+        assert self._announce_out is not None and self._roster_out is not None
+        puppets: list[_Puppet] = []
+        for i in range(k - 1):
+            record = tuple(float(-1000 - i) for _ in range(width))
+            puppet = _Puppet(collector_key=self.public_key, qi=self._registrations[victim].qi, confidential=record,
+                             rng=rng.fork(str(i)), retry_interval=self.config.retry_interval)
+            puppet.start(now)
+            puppet.receive(topics.ANNOUNCE, self._announce_out.payload, now)  # its registration goes nowhere
+            puppet.receive(topics.roster(self.round_id), self._roster_out.payload, now)
+            puppets.append(puppet)
+            self.own_records[puppet.public_key] = record
+        apart = tuple(sorted([victim, *(p.public_key for p in puppets)]))
+        for puppet in puppets:
+            puppet.join(label, apart)
+        self.sybils.extend(puppets)
+        # Assigns as each side is to see the group: the mates without her, she with its puppets.
+        replaced: dict[bytes, Outgoing] = {}
+        for key, members in [*((m, mates) for m in mates), (victim, apart)]:
+            old = self._assign_msgs[key]
+            assign = codec.decode(old.payload).message
+            assert isinstance(assign, Assign)
+            new = Outgoing(old.topic, self._sign(dataclasses.replace(assign, members=members)))
+            replaced[old.payload] = new
+            self._resend.arm(("assign", key), new, now)
+            if key == victim:
+                self._honest_assign = old
+            else:
+                self._assign_msgs[key] = new
+        # Her run of her own, under her group's label.
+        private = GroupState(label, apart, (), now + self.config.step_timeout)
+        private.run = PRIVATE_RUN - 1
+        start = self._sign(private.new_run(self.round_id, self.public_key, (), now + self.config.step_timeout))
+        self.private = private
+        starts = [Outgoing(topics.inbox(self.round_id, key), start) for key in apart]
+        self._resend.arm("private_start", tuple(starts), now)
+        self.deviated = True
+        return [*(replaced.get(o.payload, o) for o in out), *starts]
+
+    # -------------------------------------------------------------- her run of her own
+    def receive(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:
+        out = self._on_private(topic, payload, now)
+        if out is not None:
+            return self._route(out, now) + self._deliver(topic, payload, now)
+        return super().receive(topic, payload, now)
+
+    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
+        private = self.private
+        if private is None or not payload or self._tree is None:
+            return None
+        try:
+            decoded = self._decode_cache.decode(payload, self._limits)
+        except RemoteProtocolError:
+            return None
+        message = decoded.message
+        if message.TAG not in ("run_keys", "submit", "batch", "vote", "reveal", "blame"):
+            return None
+        member_message: GroupMessage = message  # type: ignore[assignment]
+        if member_message.sender not in private.members or member_message.run != private.run:
+            return None
+        towards = topics.subject_group(self.round_id, member_message.sender)[:-len("group")] + "to/"
+        to = topic[len(towards):] if topic.startswith(towards) else None
+        try:
+            private.observe(member_message, decoded.envelope, now, self.config.step_timeout, self._tree.root, to)
+        except RemoteProtocolError:
+            return []
+        if private.all_keys():
+            self._resend.cancel("private_start")
+            self._resend.cancel(("assign", self.victim_key))
+        inboxes = [topics.inbox(self.round_id, key) for key in private.members]
+        out: list[Outgoing] = []
+        if private.ready and not private.reveal_sent:
+            signed = self._sign(private.reveal_open_message(self.round_id, self.public_key))
+            out.extend(Outgoing(inbox, signed) for inbox in inboxes)
+        if private.reveals_complete() and self._private_records is None:
+            pending = private.start_opening(self.round_id, self._kx, len(self.config.confidential), SERIAL_POOL)
+            records = private.finish_opening(pending.result())
+            self._private_records = records
+            self.openings.append(Opening(private.label, private.run, private.members, tuple(records)))
+            done = self._sign(private.done_message(self.round_id, self.public_key))
+            out.extend(Outgoing(inbox, done) for inbox in inboxes)
+            if self._release_waiting:
+                out.extend(self._publish_release(now))
+        return out
+
+    # -------------------------------------------------------------- the release, as if nothing happened
+    def _publish_release(self, now: float) -> list[Outgoing]:
+        if self.private is not None and self._private_records is None:
+            self._release_waiting = True
+            return []
+        return super()._publish_release(now)
+
+    def _take_openings(self, now: float) -> None:
+        super()._take_openings(now)
+        attributed = self.attributions().get(self.victim_key) if self.victim_key is not None else None
+        label = self._apart
+        if attributed is not None and label is not None and label in self._records:
+            self._records[label] = sorted([*self._records[label], attributed])
+
+    def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+        out = super()._on_verdict(message, decoded, now)
+        if message.sender == self.victim_key and self._honest_assign is not None:
+            # Her latest assign, as recorded for an auditor, is the honest one (she takes no other now).
+            self._assign_msgs[message.sender] = self._honest_assign
+        return out
