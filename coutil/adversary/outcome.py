@@ -54,7 +54,7 @@ from coutil.sdc.mdav import mdav
 PROTOCOL_COMPLAINTS = frozenset({
     "malformed_release", "rows_root_mismatch", "roster_mismatch", "split_view", "rerun_after_reveal",
     "excluded_after_reveal", "regroup_after_reveal", "run_below_k", "run_not_in_group", "not_k_anonymous",
-    "run_not_as_assigned", "group_not_as_run",
+    "run_not_as_stated", "group_not_as_run",
 })
 #: A subject's rejection of a collector message that shows the collector deviating.
 COLLECTOR_REJECTIONS = frozenset({"roster_changed", "root_mismatch", "bad_inclusion", "bad_assign",

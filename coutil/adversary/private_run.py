@@ -7,10 +7,10 @@
   her run (its own records taken out, hers is left), and publishes the honest MDAV release, her record
   in her real group, as if nothing had happened.
 
-What stops it: each member checks that a run is her assigned group, then the run before it minus its
-signed exclusions (`run_not_as_assigned`), and that her released group holds no more records than the
-run she revealed in had members (`group_not_as_run`); an auditor sees one group shown two member lists
-(roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
+What stops it: each member checks that her released group holds no more records than the run she
+revealed in had members (`group_not_as_run`): her record in her group's release makes her and every
+group-mate complain; left out of it, she complains `not_included`. An auditor sees one group shown two
+member lists (roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
 the victim's record (she cannot tell the identities beside her from real respondents: SPEC §3's Sybil
 limit, measured by `tests/adversary/test_collector_strategies.py`).
 """

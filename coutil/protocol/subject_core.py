@@ -346,13 +346,12 @@ class SubjectCore:
             if self._resend.pending(("fetch", "assign")):
                 return []
             return self._send_fetch("assign", now)
-        left = {key for key, _ in message.excluded}
-        if set(message.members) != set(self._members) - left or not left <= set(self._members):
-            # A run is her assigned group, then each run the one before it minus the members its
-            # signed statement excludes (SPEC §4 share.1): a member left out without a statement (a run
-            # of her fellows with her left out of it, kept apart for a run of her own), or a statement
-            # that excludes a member it keeps, is a view of the group nobody else was given.
-            return self._refuse(message.group, message.run, "run_not_as_assigned", now)
+        if any(key in message.members for key, _ in message.excluded):
+            # A signed statement that excludes a member the run keeps: it would clear the complaints
+            # about her view (below) while she stays (SPEC §4 share.1 (d)). Whether a run leaves out a
+            # member without a statement she cannot tell (runs and assigns overtake one another); an
+            # auditor can (`coutil verify`), and her released group shows it (`group_not_as_run`).
+            return self._refuse(message.group, message.run, "run_not_as_stated", now)
         self._pending_start = None
         self._resend.clear()
         self._members = message.members

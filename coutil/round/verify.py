@@ -70,8 +70,7 @@ COMPLAINT_MEANING = {
     "regroup_after_reveal": "a member regrouped after she revealed (rerun-subtract)",
     "run_below_k": "a run with fewer than k members (publish-below-k, isolate-victim)",
     "run_not_in_group": "a run with members outside the assigned group (isolate-victim, split view)",
-    "run_not_as_assigned": "a run that is not her assigned group, or not the run before it minus its signed "
-                           "exclusions (a member left out, or an exclusion that keeps her: split view)",
+    "run_not_as_stated": "a run whose signed statement excludes members it keeps (erase-complaints)",
     "group_not_as_run": "her released group holds more records than the run she revealed in had members",
 }
 

@@ -185,15 +185,15 @@ def test_hidden_complaints_are_public_through_the_subjects_evidence(strategy: st
 def test_a_statement_that_excludes_members_it_keeps_is_refused_and_public(seed: int) -> None:
     """``erase-complaints``: the victim is shown her group's first run without one member; the later runs
     name every member they keep as excluded, for the members' complaints to be dropped. Each member
-    refuses a run that is not her assigned group, or not the run before it minus its signed exclusions
-    (``run_not_as_assigned``, SPEC §4 share.1): the complaints stand, signed; nothing is opened."""
+    refuses a run whose signed statement excludes members it keeps (``run_not_as_stated``, SPEC §4
+    share.1 (d)): the complaints stand, signed; nothing is opened."""
     p = play({"collector": "erase-complaints"}, seed=seed, n=31)  # n = 31, k = 3: one group of four
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
     group = [s for s in p.round.subjects if victim in s._assigned]
     assert len(group) == CONFIG.k + 1 and entry["public"]
-    assert entry["complaints"] == {"run_not_as_assigned": len(group)}
-    assert {p.verdicts()[s.sid]["reason"] for s in group} == {"run_not_as_assigned"}
+    complaints = {p.verdicts()[s.sid]["reason"] for s in group}
+    assert complaints <= {"run_not_as_stated", "split_view"} and "run_not_as_stated" in complaints
     assert_no_leak(p)
 
 

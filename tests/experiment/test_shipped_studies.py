@@ -50,6 +50,9 @@ def test_every_shipped_study_loads_and_has_its_results(path: Path) -> None:
     ("linking", 7, {}),
     ("churn", 2, {"faults": "sharing-20"}),
     ("deviations", 3, {"deviation": "silent-reveal"}),
+    # Merges into a group while its run lags behind the newest assign (a member checking that runs follow,
+    # SPEC §4 share.1 (d), once refused such a run here: one honest member excluded more).
+    ("deviations", 7, {"deviation": "leave-after-grouping"}),
 ])
 def test_a_shipped_cell_is_reproduced_exactly(stem: str, seed: int, extra: dict[str, str]) -> None:
     study = load_study(STUDIES / f"{stem}.toml")
