@@ -39,6 +39,7 @@ from coutil.protocol.shuffle import (
     BlameResult,
     assign_blame,
     batch_digest,
+    check_run_keys,
     collector_aad,
     inner_aad,
     keys_digest,
@@ -169,8 +170,7 @@ class GroupState:
             # elsewhere would be a second view of the run (the collector keeping one, the members another).
             raise RemoteProtocolError("topic_mismatch", f"{message.TAG} addressed to a member it is not for")
         if isinstance(message, RunKeys):
-            if crypto.is_small_order(message.outer_kx) or crypto.is_small_order(message.inner_kx):
-                raise RemoteProtocolError("bad_key", "run_keys with a key of small order (no key agreement)")
+            check_run_keys(message.outer_kx, message.inner_kx)
             fresh = _store(d.keys, message.sender, (message.outer_kx, message.inner_kx))
         elif isinstance(message, Submit):
             fresh = _store(d.submissions, message.sender, message)

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from coutil.errors import RemoteProtocolError
 from coutil.protocol import crypto
 
 
@@ -58,6 +59,13 @@ def keys_digest(round_id: bytes, group: int, run: int, members: Sequence[bytes],
         outer, inner = keys[member]
         h.update(member + outer + inner)
     return h.digest()
+
+
+def check_run_keys(outer_kx: bytes, inner_kx: bytes) -> None:
+    """REJECT ``bad_key`` (SPEC §8.2) for a run key of small order: nobody could seal to it, so it is
+    refused where it arrives, before anything is (subject and collector alike)."""
+    if crypto.is_small_order(outer_kx) or crypto.is_small_order(inner_kx):
+        raise RemoteProtocolError("bad_key", "run_keys with a key of small order (no key agreement)")
 
 
 def inner_commitment(inner_sealed: bytes, salt: bytes) -> bytes:

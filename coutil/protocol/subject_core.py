@@ -48,6 +48,7 @@ from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_p
 from coutil.protocol.retry import NewsClock, Resender
 from coutil.protocol.shuffle import (
     batch_digest,
+    check_run_keys,
     collector_aad,
     inner_aad,
     inner_commitment,
@@ -402,8 +403,7 @@ class SubjectCore:
         run = self._current_run(message.group, message.run)
         if message.sender not in run.members:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
-        if crypto.is_small_order(message.outer_kx) or crypto.is_small_order(message.inner_kx):
-            raise RemoteProtocolError("bad_key", "run_keys with a key of small order (no key agreement)")
+        check_run_keys(message.outer_kx, message.inner_kx)
         self._check_view(run, message, now)
         _keep_first(run.keys, message.sender, (message.outer_kx, message.inner_kx),
                     "run_keys already received", "two different run_keys from one member")
