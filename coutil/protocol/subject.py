@@ -334,8 +334,8 @@ class SubjectNode(SubjectCore):
         # The release must be of the roster she saw (SPEC §10); protocol complaints come first.
         if message.roster_root != self._roster_root or not self._consistent_with_roster(message, digest):
             self._complain("roster_mismatch")
-        if self._revealed is not None and self._run is not None \
-                and self._released_size(message) > len(self._run.members):
+        if self._revealed is not None and self._run is not None and self._group is not None \
+                and self._caches.group_shape(message, digest).sizes.get(self._group, 0) > len(self._run.members):
             # Her group holds records of more members than the run she revealed in: records of
             # subjects who were never in it (one kept apart for a run of her own, SPEC §3).
             self._complain("group_not_as_run")
@@ -352,11 +352,6 @@ class SubjectNode(SubjectCore):
         self._set_state(SubjectState.VERDICT_SENT)
         self._event(VerdictRecorded(now, self.sid, accept, reason))
         return [out, *self._clear_retained_keys()]
-
-    def _released_size(self, release: Release) -> int:
-        """How many records the release shows for her group (0 if none)."""
-        sizes = dict(zip(release.group_ids, release.group_sizes, strict=False))
-        return int(sizes.get(self._group, 0)) if self._group is not None else 0
 
     def _consistent_with_roster(self, release: Release, digest: bytes) -> bool:
         """What she can check of the release against the roster: no more rows than subjects, group

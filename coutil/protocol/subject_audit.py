@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,11 +51,16 @@ class GroupShape:
     distinct: bool
     #: The largest group number (-1 without groups).
     max_group: int
+    #: Group number -> its number of rows (the first, if a number repeats).
+    sizes: Mapping[int, int]
 
     @classmethod
     def of(cls, release: Release) -> GroupShape:
         ids = release.group_ids
-        return cls(sum(release.group_sizes), len(set(ids)) == len(ids), max(ids, default=-1))
+        sizes: dict[int, int] = {}
+        for group, size in zip(ids, release.group_sizes, strict=False):
+            sizes.setdefault(group, size)
+        return cls(sum(release.group_sizes), len(sizes) == len(ids), max(ids, default=-1), sizes)
 
     def fits(self, roster_size: int, roster_groups: int) -> bool:
         """No more rows than subjects, group numbers distinct and below the roster's count."""
