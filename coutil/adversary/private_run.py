@@ -146,8 +146,7 @@ class SplitAssign(FabricateMembers):
         member_message: GroupMessage = message  # type: ignore[assignment]
         if member_message.sender not in private.members or member_message.run != private.run:
             return None
-        towards = topics.subject_group(self.round_id, member_message.sender)[:-len("group")] + "to/"
-        to = topic[len(towards):] if topic.startswith(towards) else None
+        to = topics.addressed_to(self.round_id, member_message.sender, topic)
         try:
             private.observe(member_message, decoded.envelope, now, self.config.step_timeout, self._tree.root, to)
         except RemoteProtocolError:

@@ -176,11 +176,11 @@ class CollectorNode(CollectorCore):
             )
             # A submission or a batch before the last goes to one member (SPEC §5 topics): on the
             # sender's own topic towards her.
-            towards = expected[:-len("group")] + "to/"
-            direct = message.TAG in ("submit", "batch") and topic.startswith(towards)
-            if topic != expected and not direct:
+            to = topics.addressed_to(self.round_id, message.sender, topic) if message.TAG in ("submit", "batch") \
+                else None
+            if topic != expected and to is None:
                 raise RemoteProtocolError("topic_mismatch", f"{message.TAG} not on its sender's topic")
-            self._addressed_to = topic[len(towards):] if direct else None
+            self._addressed_to = to
             out.extend(handler(self, message, decoded, now))
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, kind=kind))

@@ -81,6 +81,12 @@ def subject_to(round_id: bytes, sender_key: bytes, receiver_key: bytes) -> str:
     return f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(sender_key)}/to/{sid_of(receiver_key)}"
 
 
+def addressed_to(round_id: bytes, sender_key: bytes, topic: str) -> str | None:
+    """The sid ``topic`` addresses when it is the sender's topic towards one member (`subject_to`), else None."""
+    towards = f"{PREFIX}/{round_hex(round_id)}/s/{sid_of(sender_key)}/to/"
+    return topic[len(towards):] if topic.startswith(towards) else None
+
+
 def to_subject(round_id: bytes, receiver_key: bytes) -> str:
     """The filter a subject subscribes to for the member messages meant for her alone."""
     return f"{PREFIX}/{round_hex(round_id)}/s/+/to/{sid_of(receiver_key)}"
