@@ -51,6 +51,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "publish-below-k": "coutil.adversary.collector:PublishBelowK",
     "erase-complaints": "coutil.adversary.collector:EraseComplaints",
     "split-assign": "coutil.adversary.private_run:SplitAssign",
+    "split-announce": "coutil.adversary.private_run:SplitAnnounce",
 }
 
 
@@ -63,6 +64,8 @@ BROKER_STRATEGIES: dict[str, str] = {
     "reorder": "coutil.adversary.broker:Reorder",
     "split-retained": "coutil.adversary.broker:SplitRetained",
     "split-keys": "coutil.adversary.broker:SplitKeys",
+    "hide-submits": "coutil.adversary.broker:HideSubmits",
+    "split-announce": "coutil.adversary.broker:SplitAnnounce",
 }
 
 

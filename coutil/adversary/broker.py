@@ -441,3 +441,49 @@ class SplitKeys(BrokerStrategy):
         self.actions["substituted"] += 1
         self._made(topic, other)
         return [Copy(payload=other, made=True)]
+
+
+class HideSubmits(BrokerStrategy):
+    """Drops the collector's copy of every member's submission (mixer 1 still gets hers, so runs go on):
+    with a member who tampers, the collector cannot re-execute the run (`blame_inconclusive`). Measured
+    before the fix: the honest no-go voters were excluded and the tamperer stayed."""
+
+    NAME = "hide-submits"
+
+    def setup(self) -> None:
+        self._subjects = frozenset(self.node_ids)
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        # The one receiver that is not a subject node is the collector.
+        if receiver not in self._subjects and payload_kind(topic, payload) == "submit":
+            self.actions["dropped"] += 1
+            self.deviated = True
+            return []
+        return None
+
+
+class SplitAnnounce(BrokerStrategy):
+    """The broker of a collector that shows one subject another announce (collector strategy
+    ``split-announce``): the collector's announce published on the victim's inbox is not routed but
+    kept, and handed to her in place of every announce delivered to her."""
+
+    NAME = "split-announce"
+    NEEDS_VICTIM = True
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+
+    def setup(self) -> None:
+        self._other: bytes | None = None
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        if topic != topics.ANNOUNCE and payload_kind(topic, payload) == "announce":
+            self._other = payload
+            return False, []
+        return True, []
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if self._other is None or receiver != self.victim or topic != topics.ANNOUNCE or not payload:
+            return None
+        self.actions["substituted"] += 1
+        self._made(topic, self._other)
+        return [Copy(payload=self._other, made=True)]

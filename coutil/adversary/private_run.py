@@ -13,6 +13,15 @@ group-mate complain; left out of it, she complains `not_included`. An auditor se
 member lists (roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
 the victim's record (she cannot tell the identities beside her from real respondents: SPEC §3's Sybil
 limit, measured by `tests/adversary/test_collector_strategies.py`).
+
+- ``split-announce`` (a collector that runs the broker, with the broker strategy of that name): the
+  victim alone is shown an announce of the same round with another k (``k``, default 1), the others the
+  real one; then ``split-assign`` with a run of that size: at k = 1 she is a group of one, with no
+  identity of the collector's beside her, and her record is opened alone. What stops it: her own floor
+  on k (SPEC §4 announce; `coutil.protocol.subject_core.MIN_K`): she does not take part below 2. Above
+  it the run needs identities of the collector's (the Sybil limit, as ``split-assign``), and every run's
+  membership digest starts from the announce each member took part on, so a real member shown the other
+  announce than the victim states another digest (SPEC §8.4).
 """
 
 from __future__ import annotations
@@ -25,12 +34,12 @@ from coutil.adversary.collector import FabricateMembers, Opening
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, topics
 from coutil.protocol.collector_groups import GroupMessage, GroupState
-from coutil.protocol.messages import Assign, Verdict
+from coutil.protocol.messages import Announce, Assign, Verdict
 from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 
-__all__ = ["SplitAssign"]
+__all__ = ["SplitAnnounce", "SplitAssign"]
 
 #: The number of the victim's run of her own (any number her group's real runs never reach).
 PRIVATE_RUN = 1000
@@ -65,6 +74,14 @@ class SplitAssign(FabricateMembers):
     def _sybil_count(self) -> int:
         return 0  # nobody registered: its identities are in no roster
 
+    def _private_run_size(self) -> int:
+        """Her run's members: she and this many minus one identities of its own."""
+        return self.config.k
+
+    def _victims_announce_digest(self) -> bytes:
+        """The announce she took part on (her run's membership digest starts from it, SPEC §8.4)."""
+        return self.announce_digest
+
     # -------------------------------------------------------------- the split
     def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         if self._apart is None and self.private is None and not self.deviated:
@@ -83,7 +100,7 @@ class SplitAssign(FabricateMembers):
         if victim is None or label is None:
             return out
         mates = self._groups[label].members
-        k = self.config.k
+        k = self._private_run_size()
         # Her puppets: honest nodes with records it knows, told the announce and the roster.
         rng = SeededRandom(self._rng.bytes(32))
         width = len(self.config.confidential)
@@ -118,7 +135,8 @@ class SplitAssign(FabricateMembers):
         # Her run of her own, under her group's label.
         private = GroupState(label, apart, (), now + self.config.step_timeout)
         private.run = PRIVATE_RUN - 1
-        start = self._sign(private.new_run(self.round_id, self.public_key, (), now + self.config.step_timeout))
+        start = self._sign(private.new_run(self.round_id, self._victims_announce_digest(), self.public_key, (),
+                                           now + self.config.step_timeout))
         self.private = private
         starts = [Outgoing(topics.inbox(self.round_id, key), start) for key in apart]
         self._resend.arm("private_start", tuple(starts), now)
@@ -190,3 +208,41 @@ class SplitAssign(FabricateMembers):
             # Her latest assign, as recorded for an auditor, is the honest one (she takes no other now).
             self._assign_msgs[message.sender] = self._honest_assign
         return out
+
+
+class SplitAnnounce(SplitAssign):
+    """Shows the victim alone an announce with another k, then keeps her apart in a run of that size
+    (module docstring). The second announce goes to its broker (``split-announce``) on her inbox, which
+    she does not read yet; the broker hands it to her in place of the real one."""
+
+    NAME = "split-announce"
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "k": 1}
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        self._other_announce_digest = b""
+
+    def _private_run_size(self) -> int:
+        return self.param_int("k")
+
+    def _victim_above_k(self) -> int | None:
+        # Only the subject shown the other announce: none other if she did not register.
+        label = self._victim_label()
+        if label is not None and len(self._groups[label].members) > self.config.k:
+            return label
+        return None
+
+    def start(self, now: float, *, started_at: float | None = None) -> list[Outgoing]:
+        out = super().start(now, started_at=started_at)
+        if self.victim_key is None or self._announce_out is None:
+            return out
+        real = codec.decode(self._announce_out.payload).message
+        assert isinstance(real, Announce)
+        other = dataclasses.replace(real, params=dataclasses.replace(real.params, k=self.param_int("k")))
+        signed = self._sign(other)
+        self._other_announce_digest = codec.payload_digest_of(signed)
+        # First, so that its broker holds it before the real announce reaches anyone.
+        return [Outgoing(topics.inbox(self.round_id, self.victim_key), signed), *out]
+
+    def _victims_announce_digest(self) -> bytes:
+        return self._other_announce_digest or self.announce_digest

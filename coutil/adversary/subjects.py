@@ -416,7 +416,7 @@ class KeysAhead(SubjectStrategy):
         group, number = (message.group, run.number + 1) if ahead else (message.group + 1, 0)
         keys = RunKeys(self._round_id, self.public_key, group, number, crypto.KxKey.generate(self._rng).public,
                        crypto.KxKey.generate(self._rng).public, self._view_root(),
-                       members_digest(self._round_id, group, number, run.members))
+                       members_digest(self._announce_digest, group, number, run.members))
         return [*out, dataclasses.replace(self._publish_group(keys), retain=True)]
 
 

@@ -260,6 +260,8 @@ def join_command(
                                                       "default: trust the announced key.",
                                                       show_default=False)] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the round.")] = 600.0,
+    min_k: Annotated[int, typer.Option("--min-k", help="Your own floor on k: do not take part in a round "
+                                       "announced with a smaller k.")] = 2,
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
 ) -> None:
@@ -281,7 +283,9 @@ def join_command(
         raise InputError(f"bad --row {row}: {data} has {dataset.n} data rows")
     values = dataset.values[row - 1]
     q = len(announced.qi_names)
-    (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())])
+    if min_k < 1:
+        raise InputError(f"bad --min-k {min_k}: expected a positive number")
+    (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())], min_k=min_k)
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
     watch = RoundWatch(announced)
@@ -292,7 +296,8 @@ def join_command(
         if node.state in (SubjectState.EXCLUDED, SubjectState.DONE):
             problem = f"you were excluded from round {announced.round_id.hex()}: your record is not in the release"
         elif node.state == SubjectState.INCOMPATIBLE:
-            problem = f"round {announced.round_id.hex()} asks for what this coutil cannot do (incompatible)"
+            problem = (f"round {announced.round_id.hex()} asks for what you do not take part in (incompatible: "
+                       f"k below your --min-k {min_k}, other attributes, or parameters this coutil cannot take)")
         else:
             problem = f"no verdict ({node.state}): {watch.describe()}"
     result = {

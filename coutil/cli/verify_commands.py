@@ -48,8 +48,6 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"{_MARK[check.status]} {check.name}: {escape(detail)}")
                 if catches or check.status == "fail":
                     err_console.print(f"     catches: {escape(check.catches)}", style="dim")
-            failed = sum(1 for c in result.checks if c.status == "fail")
-            err_console.print(f"round {result.round_id}: " + ("every check passes" if result.ok else
-                                                               f"{failed} check(s) failed"))
+            err_console.print(f"round {result.round_id}: {escape(result.summary)}")
         if not result.ok:
             raise CheckFailedError(f"{path}: {result.first_problem}")

@@ -121,8 +121,9 @@ def verdict_summary(stored: StoredRound) -> dict[str, object]:
 def stored_transcript(stored: StoredRound, *, include_registrations: bool = False) -> Transcript:
     """The round's signed transcript (`coutil.round.transcript`) from what the store holds.
 
-    The store keeps no shuffle_start, so the exclusions are the collector's summary only
-    (``shuffle_starts_included`` false)."""
+    The signed shuffle_starts (the exclusion statements) are included when the store holds them for the
+    round, or the round excluded nobody; a round stored by a coutil that did not keep them has exclusions
+    but no statement (``shuffle_starts_included`` false: the auditor skips that check and says so)."""
     if stored.announce is None:
         raise InputError(f"round {stored.round_id.hex()}: no announce stored, nothing to audit")
     return Transcript(
@@ -137,6 +138,8 @@ def stored_transcript(stored: StoredRound, *, include_registrations: bool = Fals
         verdicts=tuple(v.payload for v in stored.verdicts),
         registrations=tuple(r.payload for r in stored.registrations) if include_registrations else (),
         registrations_included=include_registrations,
+        shuffle_starts=stored.shuffle_starts,
+        shuffle_starts_included=bool(stored.shuffle_starts) or not stored.exclusions,
     )
 
 

@@ -51,15 +51,17 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import (
     CollectorEvent,
+    GroupDissolved,
     GroupMerged,
     GroupsFormed,
     MemberExcluded,
     PhaseChanged,
     RegistrationAccepted,
     ReleasePublished,
+    RunStarted,
     VerdictAccepted,
 )
-from coutil.protocol.messages import Assign, Roster
+from coutil.protocol.messages import Assign, Roster, ShuffleStart
 from coutil.protocol.node import SERIAL_POOL, Outgoing, Rejection, SeededRandom, SystemRandom, WorkPool
 from coutil.sdc.dataset import format_number
 
@@ -67,7 +69,10 @@ SECRET_BYTES = 32
 
 #: The events whose news the service commits before the call's outgoing messages leave.
 _STORED_EVENTS = (RegistrationAccepted, VerdictAccepted, GroupsFormed, GroupMerged, MemberExcluded,
-                  ReleasePublished, PhaseChanged)
+                  ReleasePublished, PhaseChanged, RunStarted, GroupDissolved)
+#: Events whose call publishes shuffle_starts (a run's, or a closing one with no members): each states who
+#: left its group and why, what an auditor checks the exclusions against (`coutil verify`, exclusion_evidence).
+_RUN_EVENTS = (RunStarted, GroupMerged, GroupDissolved, MemberExcluded)
 
 
 def load_or_create_secret(db_path: Path) -> bytes:
@@ -174,6 +179,8 @@ class PersistentCollector:
         with self.store.transaction():
             for event in stored:
                 self._commit(event, out, received)
+            if any(isinstance(e, _RUN_EVENTS) for e in stored):
+                self._store_shuffle_starts(out)
             if finishing:
                 self._store_finish(now)
         return out
@@ -201,6 +208,7 @@ class PersistentCollector:
                 store.record_exclusion(round_id, key, event.reason)
         elif isinstance(event, ReleasePublished):
             self._store_release(out, event.at)
+
         elif isinstance(event, PhaseChanged):
             store.set_phase(round_id, event.phase, event.at)
 
@@ -222,6 +230,17 @@ class PersistentCollector:
                 if isinstance(message, Assign):
                     assignments.append((message.subject, message.group, o.payload))
         self.store.record_assignments(self.round_id, assignments)
+
+    def _store_shuffle_starts(self, out: list[Outgoing]) -> None:
+        starts: dict[bytes, tuple[int, int, bytes]] = {}
+        for o in out:
+            if o.payload in starts or not (topics.INBOX_MARK in o.topic or "/c/group/" in o.topic):
+                continue
+            message = codec.decode_own(o.payload, self._limits)
+            if isinstance(message, ShuffleStart):
+                starts[o.payload] = (message.group, message.run, o.payload)
+        if starts:
+            self.store.record_shuffle_starts(self.round_id, starts.values())
 
     def _store_release(self, out: list[Outgoing], at: float) -> None:
         payload = next(o.payload for o in out if o.topic == topics.release(self.round_id))

@@ -34,7 +34,9 @@ from coutil.errors import InputError
 from coutil.fileio import write_text_atomic
 
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
-#: 2: the unused ``group_records`` table dropped (the release holds the opened records).
+#: 2: the unused ``group_records`` table dropped (the release holds the opened records); later the
+#: ``shuffle_starts`` table added (additive: a schema-2 database gains it empty on opening, and the
+#: rounds stored before hold none, which the transcript export says).
 SCHEMA_VERSION = 2
 
 _SCHEMA = """
@@ -72,6 +74,13 @@ CREATE TABLE IF NOT EXISTS assignments (
     group_index INTEGER NOT NULL,
     payload BLOB,
     PRIMARY KEY (round_id, subject_key)
+);
+CREATE TABLE IF NOT EXISTS shuffle_starts (
+    round_id BLOB NOT NULL REFERENCES rounds(round_id),
+    group_index INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (round_id, group_index, run)
 );
 CREATE TABLE IF NOT EXISTS exclusions (
     round_id BLOB NOT NULL REFERENCES rounds(round_id),
@@ -155,6 +164,8 @@ class StoredRound:
     release_payload: bytes | None = None
     release_csv: str | None = None
     verdicts: tuple[StoredVerdict, ...] = ()
+    #: Every signed shuffle_start the collector published (its exclusion statements), in that order.
+    shuffle_starts: tuple[bytes, ...] = ()
     rejections: dict[str, int] = field(default_factory=dict)
 
     def registration(self, subject_key: bytes) -> StoredRegistration | None:
@@ -322,6 +333,12 @@ class CollectorStore:
                 [(round_id, key, group, payload) for key, group, payload in assignments],
             )
 
+    def record_shuffle_starts(self, round_id: bytes, starts: Iterable[tuple[int, int, bytes]]) -> None:
+        """(group index, run, signed ShuffleStart payload); the first of a run is kept (re-sends are equal)."""
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO shuffle_starts VALUES (?, ?, ?, ?)",
+                           [(round_id, group, run, payload) for group, run, payload in starts])
+
     def record_exclusion(self, round_id: bytes, subject_key: bytes, reason: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO exclusions VALUES (?, ?, ?)", (round_id, subject_key, reason))
@@ -392,6 +409,8 @@ class CollectorStore:
             for key, reason in db.execute("SELECT subject_key, reason FROM exclusions WHERE round_id = ?", args)
         }
         release = db.execute("SELECT payload, csv FROM releases WHERE round_id = ?", args).fetchone()
+        shuffle_starts = tuple(bytes(r[0]) for r in db.execute(
+            "SELECT payload FROM shuffle_starts WHERE round_id = ? ORDER BY rowid", args))
         verdicts = tuple(
             StoredVerdict(bytes(r[0]), bytes(r[1]), bytes(r[2]), bool(r[3]), r[4])
             for r in db.execute(
@@ -426,6 +445,7 @@ class CollectorStore:
             release_csv=release[1] if release is not None else None,
             verdicts=verdicts,
             rejections=rejections,
+            shuffle_starts=shuffle_starts,
         )
 
     def export_release(self, round_id: bytes, path: str | Path) -> Path:

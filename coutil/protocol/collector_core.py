@@ -98,6 +98,8 @@ class CollectorCore:
         self._events: list[CollectorEvent] = []
         self._resend = Resender(config.retry_interval, config.step_timeout / 4)
         self._registrations: dict[bytes, Registration] = {}
+        #: (subject, what) -> when her fetch was last answered (a fetch is answered once per half retry interval).
+        self._fetch_answered: dict[tuple[bytes, str], float] = {}
         self._order: list[bytes] = []  # roster order (sorted keys)
         self._tree: merkle.MerkleTree | None = None
         self._qi_matrix: np.ndarray | None = None
@@ -148,6 +150,13 @@ class CollectorCore:
         self._phase_started[state] = self._now
         self._event(PhaseChanged(self._now, state))
 
+    @property
+    def announce_digest(self) -> bytes:
+        """The payload digest of its announce (SPEC §8.4: every run's membership digest starts from it)."""
+        if self._announce_out is None:
+            raise RuntimeError("the round has not been announced")
+        return codec.payload_digest_of(self._announce_out.payload, self._limits)
+
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)
         return data
@@ -188,7 +197,8 @@ class CollectorCore:
 
     # ------------------------------------------------------------------ runs
     def _start_run(self, group: GroupState, excluded: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
-        message = group.new_run(self.round_id, self.public_key, excluded, now + self.config.step_timeout)
+        message = group.new_run(self.round_id, self.announce_digest, self.public_key, excluded,
+                                now + self.config.step_timeout)
         payload = self._sign(message)
         # To each member's inbox: a member subscribes to the group's topic only when her assign
         # arrives, which can be after this. On the group's topic too when someone was excluded: the

@@ -50,6 +50,9 @@ from coutil.protocol.shuffle import (
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
 #: One subject's confidential values, as opened from a final batch.
 Record: TypeAlias = tuple[float, ...]
+#: Runs in a row whose blame the collector cannot resolve (it lacks messages of the run) before it gives
+#: the group up (SPEC §4 share.6): one re-run covers a loss; more is a broker dropping on purpose.
+INCONCLUSIVE_RUNS = 2
 
 
 @dataclass
@@ -106,17 +109,20 @@ class GroupState:
     suspended: bool = False
     #: The run's membership digest (SPEC §8.4) as every member must state it.
     members_digest: bytes = b""
+    #: Blames in a row the collector could not resolve for lack of the run's messages.
+    inconclusive_runs: int = 0
 
     # -------------------------------------------------------------- runs
     def new_run(
-        self, round_id: bytes, sender: bytes, excluded: tuple[tuple[bytes, str], ...], deadline: float
+        self, round_id: bytes, announce_digest: bytes, sender: bytes, excluded: tuple[tuple[bytes, str], ...],
+        deadline: float,
     ) -> ShuffleStart:
         self.run += 1
         self.data = RunData()
         self.reveal_sent = False
         self.deadline = deadline
         self.next_relay = None
-        self.members_digest = members_digest(round_id, self.label, self.run, self.members)
+        self.members_digest = members_digest(announce_digest, self.label, self.run, self.members)
         return ShuffleStart(round_id, sender, self.label, self.run, self.members, excluded, deadline)
 
     def closing_message(
@@ -322,8 +328,15 @@ class GroupState:
         d = self.data
         voters = [m for m, v in d.votes.items() if not v.go]
         if len(d.submissions) < len(self.members) or len(d.keys) < len(self.members):
-            # The collector lacks some of the run's messages (lost): the no-go voters are excluded.
-            return BlameResult(tuple((m, "blame_inconclusive") for m in voters), "incomplete transcript")
+            # The collector lacks some of the run's messages (a broker that lost them): it cannot tell who
+            # deviated, so it blames nobody (blaming the no-go voters would exclude the victims of a
+            # tamperer). The group runs again; after INCONCLUSIVE_RUNS such runs in a row every member is
+            # excluded `blame_inconclusive` (liveness: what such a broker can always do).
+            self.inconclusive_runs += 1
+            if self.inconclusive_runs < INCONCLUSIVE_RUNS:
+                return BlameResult((), "incomplete transcript: the group runs again")
+            return BlameResult(tuple((m, "blame_inconclusive") for m in self.members), "incomplete transcript")
+        self.inconclusive_runs = 0
         return assign_blame(
             self.members,
             {m: k[0] for m, k in d.keys.items()},

@@ -39,10 +39,12 @@ def batch_digest(items: Sequence[bytes]) -> bytes:
     return h.digest()
 
 
-def members_digest(round_id: bytes, group: int, run: int, members: Sequence[bytes]) -> bytes:
+def members_digest(announce_digest: bytes, group: int, run: int, members: Sequence[bytes]) -> bytes:
     """A run's membership as a member was told it (SPEC §8.4): carried in `run_keys` and `vote`, so
-    that members shown different memberships (a split view) notice."""
-    h = hashlib.sha256(b"coutil/v2 members" + round_id + group.to_bytes(8, "big") + run.to_bytes(8, "big"))
+    that members shown different memberships (a split view) notice. It starts from the payload digest
+    of the announce the member took part on (which names the round): members shown different
+    announces (another k, to one of them alone: a split announce) state different digests too."""
+    h = hashlib.sha256(b"coutil/v2 members" + announce_digest + group.to_bytes(8, "big") + run.to_bytes(8, "big"))
     for member in members:
         h.update(member)
     return h.digest()

@@ -205,6 +205,11 @@ class SubjectNode(SubjectCore):
             self._set_state(SubjectState.INCOMPATIBLE)
             self._event(SubjectIncompatible(now, "audit_parameters"))
             return []
+        if params.k < self._min_k:
+            # Her own floor (a collector may show her alone another k than the others: a split announce).
+            self._set_state(SubjectState.INCOMPATIBLE)
+            self._event(SubjectIncompatible(now, "k_below_floor"))
+            return []
         if crypto.is_small_order(params.collector_kx):
             # Nothing could be sealed to it (SPEC §8): she does not take part.
             self._set_state(SubjectState.INCOMPATIBLE)
@@ -219,6 +224,7 @@ class SubjectNode(SubjectCore):
             return []
         self._round_id = message.round_id
         self._params = params
+        self._announce_digest = digest
         self._resend.limit_interval(params.step_timeout / 4)
         register = Register(message.round_id, self.public_key, self._qi)
         data = self._caches.encode(register, self._identity)

@@ -59,7 +59,12 @@ from coutil.protocol.shuffle import (
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict
 
-__all__ = ["SubjectCore", "SubjectRun"]
+__all__ = ["MIN_K", "SubjectCore", "SubjectRun"]
+
+#: A subject's default floor on k (SPEC §4 announce): k = 1 releases her record as it is, so she does
+#: not take part below 2 whatever the collector announces (a simulation whose experimenter chose
+#: k = 1 builds its subjects with ``min_k=1``).
+MIN_K = 2
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -100,6 +105,8 @@ class SubjectRun:
     my_vote: bool | None = None
     final_digest: bytes | None = None
     reveal_open: bool = False
+    #: The final batch a reveal_open that came before hers named (compared once she has it).
+    reveal_open_digest: bytes | None = None
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
@@ -123,6 +130,7 @@ class SubjectCore:
         limits: codec.Limits | None = None,
         retry_interval: float = 2.0,
         news: NewsClock | None = None,
+        min_k: int = MIN_K,
     ) -> None:
         self._collector_key = bytes(collector_key)
         self._qi = tuple(float(v) for v in qi)
@@ -145,6 +153,12 @@ class SubjectCore:
         self._resend = Resender(retry_interval, news=news)
         self._round_id: bytes | None = None
         self._params: RoundParams | None = None
+        #: The payload digest of the announce she took part on: bound into every run's membership digest
+        #: (SPEC §8.4), so that members shown different announces (another k) do not run together.
+        self._announce_digest = b""
+        #: The smallest k she takes part with (her own floor, SPEC §4 announce): a collector may announce
+        #: a k of its choosing, even to her alone (a split announce), but never below this.
+        self._min_k = min_k
         self._register_digest: bytes | None = None
         self._roster_root: bytes | None = None
         self._roster_size: int | None = None
@@ -238,9 +252,7 @@ class SubjectCore:
         members = self._run.members
         if isinstance(message, Submit):
             return members[0] == self.public_key
-        if isinstance(message, Batch):
-            return 1 <= message.step < len(members) and members[message.step] == self.public_key
-        return False
+        return 1 <= message.step < len(members) and members[message.step] == self.public_key
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
         """Sign ``message`` for ``topic``: every group message she sends passes here (one place for a
@@ -358,7 +370,7 @@ class SubjectCore:
         self._members = message.members
         self._run = SubjectRun(message.run, message.members, crypto.KxKey.generate(self._rng),
                          crypto.KxKey.generate(self._rng),
-                         members_digest(self._round_id, message.group, message.run, message.members))
+                         members_digest(self._announce_digest, message.group, message.run, message.members))
         keys = RunKeys(self._round_id, self.public_key, message.group, message.run,
                        self._run.outer.public, self._run.inner.public, self._view_root(), self._run.members_digest)
         self._run.keys[self.public_key] = (self._run.outer.public, self._run.inner.public)
@@ -436,7 +448,9 @@ class SubjectCore:
         run = self._current_run(message.group, message.run)
         if run.final_digest is not None and message.final_digest != run.final_digest:
             raise RemoteProtocolError("bad_reveal_open", "reveal_open names another final batch")
+        # Before her final batch: kept with the digest it names, compared when the batch comes (below).
         run.reveal_open = True
+        run.reveal_open_digest = message.final_digest
         return self._advance(now)
 
     def _on_blame(self, message: Blame, digest: bytes, now: float) -> list[Outgoing]:
@@ -515,6 +529,12 @@ class SubjectCore:
         final = run.batches.get(g)
         if final is not None and run.my_vote is None and run.my_sealed is not None and not run.blamed:
             run.final_digest = batch_digest(final)
+            if run.reveal_open and run.reveal_open_digest != run.final_digest:
+                # A reveal_open that came first named another final batch (SPEC §7.2): not a go to reveal.
+                run.reveal_open = False
+                self.rejections.append(Rejection(now, self._group_control_topic() or "", "bad_reveal_open",
+                                                 "an earlier reveal_open named another final batch", False,
+                                                 self._collector_key, "reveal_open"))
             go = final.count(run.my_sealed) == 1 and len(set(final)) == g
             run.my_vote = go
             vote = self._vote(run, go, run.final_digest)

@@ -81,6 +81,8 @@ def read_evidence(path: Path) -> list[VerdictEvidence]:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a JSON evidence file ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not an evidence file (JSON nested too deep)") from None
     entries = doc if isinstance(doc, list) else [doc]
     items: list[VerdictEvidence] = []
     for number, entry in enumerate(entries, 1):

@@ -20,6 +20,7 @@ from coutil.protocol.node import SERIAL_POOL, SeededRandom, SystemRandom, WorkPo
 from coutil.protocol.retry import NewsClock
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
+from coutil.protocol.subject_core import MIN_K
 from coutil.sdc.dataset import Dataset
 
 
@@ -116,7 +117,7 @@ def build_subject_nodes(
             cls = subject_strategy(plan.strategy)
         subject = cls(collector_key=collector_key, qi=qi_values[i], confidential=conf_values[i],
                       rng=subject_rng.fork(str(i)), caches=caches, retry_interval=config.retry_interval,
-                      news=news)
+                      news=news, min_k=min(MIN_K, config.k))
         if plan is not None:
             subject.configure(dict(plan.params))  # type: ignore[attr-defined]
         node_id = subject.sid if subject.sid not in seen else f"{subject.sid}-{i}"

@@ -31,6 +31,7 @@ from coutil.protocol.node import Node, Outgoing, RandomSource, SystemRandom
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
+from coutil.protocol.subject_core import MIN_K
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,9 @@ async def fetch_announce(broker: str | BrokerAddress, *, timeout: float = 30.0,
 
 
 def make_subjects(round_: AnnouncedRound, records: Sequence[tuple[Sequence[float], Sequence[float]]],
-                  rng: RandomSource | None = None) -> list[SubjectNode]:
-    """One node per (qi values, confidential values) record; keys from ``rng`` (the OS by default)."""
+                  rng: RandomSource | None = None, min_k: int = MIN_K) -> list[SubjectNode]:
+    """One node per (qi values, confidential values) record; keys from ``rng`` (the OS by default);
+    ``min_k``: her own floor on k (SPEC §4 announce: a round announced below it, she does not join)."""
     rng = rng if rng is not None else SystemRandom()
     caches = SharedCaches()
     nodes = []
@@ -88,7 +90,7 @@ def make_subjects(round_: AnnouncedRound, records: Sequence[tuple[Sequence[float
         if len(qi) != len(round_.qi_names) or len(confidential) != len(round_.confidential_names):
             raise InputError("a record does not have the announced attributes")
         nodes.append(SubjectNode(collector_key=round_.collector_key, qi=qi, confidential=confidential,
-                                 rng=rng, caches=caches))
+                                 rng=rng, caches=caches, min_k=min_k))
     return nodes
 
 

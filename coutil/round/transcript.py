@@ -149,6 +149,12 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
                                                    for k, v in exclusions.items()):
         raise InputError(f"{source}: exclusions is not an object of sid -> reason")
     phase = doc.get("phase", "")
+    flags: dict[str, bool] = {}
+    for key in ("registrations_included", "shuffle_starts_included"):
+        flag = doc.get(key, False)
+        if not isinstance(flag, bool):
+            raise InputError(f"{source}: {key} is a JSON {type(flag).__name__}, not a boolean (true or false)")
+        flags[key] = flag
     return Transcript(
         round_id=_hex(doc["round"], "round"),
         phase=phase if isinstance(phase, str) else str(phase),
@@ -160,9 +166,9 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
         release=_hex(doc["release"], "release") if doc.get("release") is not None else None,
         verdicts=_hex_list(doc, "verdicts"),
         registrations=_hex_list(doc, "registrations"),
-        registrations_included=bool(doc.get("registrations_included", False)),
+        registrations_included=flags["registrations_included"],
         shuffle_starts=_hex_list(doc, "shuffle_starts"),
-        shuffle_starts_included=bool(doc.get("shuffle_starts_included", False)),
+        shuffle_starts_included=flags["shuffle_starts_included"],
         version=version,
     )
 
@@ -181,6 +187,8 @@ def read_transcript(path: Path) -> Transcript:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a transcript (JSON nested too deep)") from None
     return transcript_from_document(doc, str(path))
 
 

@@ -13,19 +13,21 @@ takes admission control); a member the collector claims silent after waiting a s
 it withholds her messages (``drop-subject`` done patiently), looks like a member who was silent. An
 excluded subject can still prove she was live with her own signed messages, which she keeps.
 
-This module holds the result (`VerifyResult`), the list of checks (`CHECKS`), the driver, and the
-checks of what the round released (release, release_files, membership, exclusion_evidence,
-verdicts, complaints) and of the subjects' evidence that the collector acknowledged verdicts it left
-out of the transcript (acknowledged_verdicts, `coutil.round.evidence`). A check's result (`Check`),
-the decoded round and the checks of the roster the round was set up on (signatures, roster,
-inclusion, grouping) are in `coutil.round.verify_roster`.
+This module holds the result (`VerifyResult`: its `summary` never says "every check passes" when a
+check was skipped), the list of checks (`CHECKS`), the driver, and the checks of what the round
+released (release, release_files, membership, verdicts, complaints) and of the subjects' evidence
+that the collector acknowledged verdicts it left out of the transcript (acknowledged_verdicts,
+`coutil.round.evidence`). A check's result (`Check`), the decoded round and the checks of the
+parameters and of the roster the round was set up on (signatures, parameters, roster, inclusion) are
+in `coutil.round.verify_roster`; the grouping and its merges in `coutil.round.verify_grouping`; the
+signed exclusions and runs (exclusion_evidence) in `coutil.round.verify_exclusions`.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +37,17 @@ import numpy as np
 from coutil.audit.subject import release_digest
 from coutil.errors import InputError
 from coutil.protocol import merkle
-from coutil.protocol.messages import Release, ShuffleStart
+from coutil.protocol.messages import Assign, Release
 from coutil.protocol.topics import sid_of
 from coutil.round.evidence import EVIDENCE_NAME, VerdictEvidence, check_evidence, read_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
+from coutil.round.verify_exclusions import check_exclusion_evidence
+from coutil.round.verify_grouping import check_grouping
 from coutil.round.verify_roster import (
     Check,
     VerifiedRound,
-    check_grouping,
     check_inclusion,
+    check_parameters,
     check_roster,
     check_signatures,
     need,
@@ -89,6 +93,23 @@ class VerifyResult:
         return all(c.status != "fail" for c in self.checks)
 
     @property
+    def skipped(self) -> list[str]:
+        """The checks that could not be made (what each needs is in its notes)."""
+        return [c.name for c in self.checks if c.status == "skip"]
+
+    @property
+    def summary(self) -> str:
+        """The one-line outcome: never "every check passes" when a check was skipped."""
+        failed = sum(1 for c in self.checks if c.status == "fail")
+        skipped = self.skipped
+        skips = f"{len(skipped)} check(s) skipped ({', '.join(skipped)})" if skipped else ""
+        if failed:
+            return f"{failed} check(s) failed" + (f", {skips}" if skips else "")
+        if skipped:
+            return f"no check failed, {skips}: what they check was not verified"
+        return "every check passes"
+
+    @property
     def first_problem(self) -> str | None:
         for check in self.checks:
             if check.problems:
@@ -97,27 +118,34 @@ class VerifyResult:
 
     def as_dict(self) -> dict[str, object]:
         return {"source": self.source, "round": self.round_id, "ok": self.ok, "first_problem": self.first_problem,
-                "checks": [c.as_dict() for c in self.checks], "complaints_by_reason": self.complaints_by_reason}
+                "summary": self.summary, "skipped": self.skipped, "checks": [c.as_dict() for c in self.checks],
+                "complaints_by_reason": self.complaints_by_reason}
 
 
 #: (name, the deviations it catches), in the order the checks run.
 CHECKS: tuple[tuple[str, str], ...] = (
     ("signatures", "a tampered or forged transcript, messages of another round (replays), collector messages not "
                    "signed by the announced key, registrations or verdicts not signed by their subjects"),
+    ("parameters", "an announce whose k (below 2) or grouping method protects nobody"),
     ("roster", "split-view-roster (assigns naming another roster root; one group shown different member lists), "
                "assignments that do not match the roster's size and order"),
     ("inclusion", "split-view-roster and fabricate-members done in the tree (a roster root that is not the tree over "
                   "the registered subjects; inclusion proofs that do not verify)"),
     ("grouping", "groups that are not MDAV's (or SafePub's classes) on the roster: isolate-victim by hand-made "
-                 "groups, victims grouped with chosen members"),
+                 "groups, victims grouped with chosen members, a member moved into a group of the collector's "
+                 "choosing as a fake merge (a group that did not fall below k, lost no member by a signed statement, "
+                 "or merged into another than the nearest group still sealed)"),
     ("release", "publish-below-k, a release of another roster, rows that do not match rows_root, released groups "
-                "outside the roster, QI values that are not the group's centroid"),
-    ("release_files", "a release.csv or manifest.json that is not the signed release"),
+                "outside the roster, QI values that are not the group's centroid (MDAV's, or for a group whose "
+                "members differ from MDAV's the mean of its final members' QIs)"),
+    ("release_files", "a release.csv or manifest.json that is not the signed release, or that holds records no "
+                      "signed release in the transcript covers"),
     ("membership", "drop-subject (a member neither released nor excluded, a released group missing live members' "
                    "records), fabricated rows (more rows than live members), unknown exclusion reasons"),
-    ("exclusion_evidence", "drop-subject (an exclusion the collector never signed, a member excluded `silent` "
-                           "before the run's step deadline or from a run she was not in), a run that is not the one "
-                           "before it minus its signed exclusions (split-assign, erase-complaints)"),
+    ("exclusion_evidence", "drop-subject (an exclusion the collector never signed, or signed for a group that does "
+                           "not exist or a run she was not in, a member excluded `silent` before the run's step "
+                           "deadline), a run that is not the one before it minus its signed exclusions (split-assign, "
+                           "erase-complaints), a run below k"),
     ("verdicts", "split-view-release (verdicts bound to another release digest), split-view-roster (bound to another "
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
@@ -133,6 +161,37 @@ def _release_matrix(release: Release) -> np.ndarray | None:
     if not release.columns or len(release.rows) % width:
         return None
     return np.frombuffer(release.rows, dtype="<f8").reshape(-1, len(release.columns))
+
+
+def _centroid_problem(r: VerifiedRound, group: int, released: tuple[float, ...], sure: set[bytes],
+                      maybe: set[bytes], assigned: list[Assign], qi_of: dict[bytes, tuple[float, ...]]) -> str | None:
+    """Why a group's released QI vector is not its centroid (SPEC §4, §9): MDAV's for a group released
+    with MDAV's members, else the mean of its final members' QIs (its assigned members whose records it
+    holds, `VerifiedRound.record_holders`); SafePub's bins' midpoints (its assigned centroid). None: it is.
+    ``assigned``: the assigns naming the group; ``qi_of``: the registrations' QIs."""
+    params = r.announce.params if r.announce is not None else None
+    told = next((a.centroid for a in assigned if a.subject in sure), None)
+    if params is None or params.method != "mdav":
+        return None if told is None or released == told else f"are not its assigned centroid {told}"
+    if not r.formed:
+        # Without the registrations only a group none of whose members was excluded is checked: its
+        # centroid is the one its members were told.
+        unchanged = told is not None and not maybe and all(a.subject in sure for a in assigned)
+        return None if not unchanged or released == told else f"are not its assigned centroid {told}"
+    formed = set(r.formed.get(group, ()))
+    candidates = [sure] + ([sure | maybe] if maybe else [])
+    for final in candidates:
+        if final == formed:
+            if released == r.formed_centroids.get(group):
+                return None
+        elif final and all(key in qi_of for key in final):
+            mean = np.mean(np.array([qi_of[key] for key in sorted(final)], dtype=np.float64), axis=0)
+            if np.allclose(np.asarray(released), mean, rtol=1e-12, atol=0.0):
+                return None
+    if sure == formed:
+        return f"are not MDAV's centroid {r.formed_centroids.get(group)}"
+    return (f"are not the mean of its {len(sure)} final members' QIs (its members differ from MDAV's: merged or "
+            "lost members)")
 
 
 def _check_release(r: VerifiedRound, check: Check) -> None:
@@ -159,15 +218,11 @@ def _check_release(r: VerifiedRound, check: Check) -> None:
         check.fail(f"group numbers repeated or not below the roster's {r.roster.n_groups} groups")
     if matrix.shape[0] > r.roster.n:
         check.fail(f"{matrix.shape[0]} rows for a roster of {r.roster.n} subjects (fabricated rows)")
-    excluded = r.transcript.exclusions
-    centroid_of: dict[int, tuple[float, ...]] = {}
-    changed: set[int] = set()
+    sure, maybe = r.record_holders()
+    by_group: dict[int, list[Assign]] = defaultdict(list)
     for a in r.assigns:
-        if sid_of(a.subject) in excluded:
-            changed.add(a.group)  # released with the mean of its final members (SPEC §4)
-        else:
-            centroid_of[a.group] = a.centroid
-    qi_of = {reg.sender: reg.qi for reg in r.registrations}
+        by_group[a.group].append(a)
+    qi_of = r.qi_of()
     nq = len(params.qi_names)
     start = 0
     for group, size in zip(rel.group_ids, rel.group_sizes, strict=True):
@@ -177,24 +232,78 @@ def _check_release(r: VerifiedRound, check: Check) -> None:
             check.fail(f"group {group} released with {size} records, below k = {params.k} (publish-below-k)")
         if size and not (block == block[0]).all():
             check.fail(f"group {group}: its rows hold several QI vectors (not k-anonymous)")
-        elif size and group in centroid_of and (group not in changed or params.method != "mdav") \
-                and tuple(float(v) for v in block[0]) != centroid_of[group]:
-            check.fail(f"group {group}: released QIs {tuple(block[0].tolist())} are not its assigned centroid "
-                       f"{centroid_of[group]}")
-        elif size and group in changed and qi_of and params.method == "mdav":
-            final = [qi_of[a.subject] for a in r.assigns if a.group == group and sid_of(a.subject) not in excluded
-                     and a.subject in qi_of]
-            if final and not np.allclose(block[0], np.mean(np.array(final), axis=0), rtol=1e-12, atol=0.0):
-                check.fail(f"group {group}: released QIs {tuple(block[0].tolist())} are not the mean of its final "
-                           "members' QIs")
+        elif size:
+            problem = _centroid_problem(r, group, tuple(float(v) for v in block[0]), sure.get(group, set()),
+                                        maybe.get(group, set()), by_group.get(group, []), qi_of)
+            if problem:
+                check.fail(f"group {group}: released QIs {tuple(block[0].tolist())} {problem}")
     if check.status == "pass":
         check.notes.append(f"{matrix.shape[0]} rows in {len(rel.group_ids)} groups, each of at least k = {params.k} "
                            "with one QI vector (its centroid); rows_root and roster_root hold")
 
 
+def _read_csv(path: Path, width: int, check: Check) -> np.ndarray | None:
+    """release.csv's rows as a matrix of ``width`` columns (None, and ``check`` failed, when it is not one)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            lines = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        check.fail(f"{path.name}: cannot read it ({exc})")
+        return None
+    rows = [row for row in lines[1:] if row]
+    for number, row in enumerate(lines[1:], 2):
+        if row and len(row) != width:
+            check.fail(f"{path.name}: row {number} has {len(row)} values, the release has {width} columns")
+            return None
+    try:
+        return np.array([[float(cell) for cell in row] for row in rows], dtype=np.float64).reshape(-1, width)
+    except ValueError as exc:
+        check.fail(f"{path.name}: not numbers ({str(exc)[:200]})")
+        return None
+
+
+def _read_manifest(path: Path, check: Check) -> dict[str, object] | None:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        check.fail(f"{path.name}: not JSON ({exc})")
+        return None
+    except RecursionError:
+        check.fail(f"{path.name}: not a manifest (JSON nested too deep)")
+        return None
+    if not isinstance(manifest, dict):
+        check.fail(f"{path.name}: not a manifest (a JSON {type(manifest).__name__}, not an object)")
+        return None
+    return manifest
+
+
+def _unsigned_files(r: VerifiedRound, check: Check, directory: Path) -> None:
+    """No signed release: the directory's release.csv and manifest.json must release nothing either
+    (an aborted round writes them empty), or they are files no signature covers."""
+    held = []
+    csv_path, manifest_path = directory / "release.csv", directory / "manifest.json"
+    if csv_path.exists():
+        lines = csv_path.read_bytes().splitlines()
+        if any(line.strip() for line in lines[1:]):
+            held.append(f"{csv_path.name} holds records")
+    if manifest_path.exists():
+        manifest = _read_manifest(manifest_path, check)
+        if manifest is not None and (manifest.get("group_sizes") or manifest.get("group_ids")):
+            held.append(f"{manifest_path.name} names released groups")
+    if held:
+        check.fail(f"{' and '.join(held)}, and the transcript holds no signed release (phase {r.transcript.phase}): "
+                   "a release no signature covers")
+    elif check.status != "fail":
+        check.skip(f"no signed release (phase {r.transcript.phase}); release.csv and manifest.json release nothing")
+
+
 def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None) -> None:
     if directory is None:
         check.skip("a transcript alone: no release.csv to compare")
+        return
+    if r.announce is not None and r.release is None and \
+            r.transcript.phase not in ("auditing", "done") and not r.transcript.verdicts:
+        _unsigned_files(r, check, directory)
         return
     if not need(r, check, release=True):
         return
@@ -206,19 +315,16 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
     path = directory / "release.csv"
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            lines = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError) as exc:
+            header = next(csv.reader(handle), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         check.fail(f"{path.name}: cannot read it ({exc})")
         return
-    if not lines or tuple(lines[0]) != r.release.columns:
-        check.fail(f"{path.name}: header {lines[0] if lines else []} is not the release's columns")
+    if tuple(header) != r.release.columns:
+        check.fail(f"{path.name}: header {header[:20]} is not the release's columns")
         return
-    try:
-        values = np.array([[float(cell) for cell in row] for row in lines[1:] if row], dtype=np.float64)
-    except ValueError as exc:
-        check.fail(f"{path.name}: not numbers ({exc})")
+    values = _read_csv(path, len(r.release.columns), check)
+    if values is None:
         return
-    values = values.reshape(-1, len(r.release.columns))
     if values.shape != matrix.shape:
         check.fail(f"{path.name}: {values.shape[0]} rows, the signed release has {matrix.shape[0]}")
     elif not np.array_equal(values, matrix):
@@ -226,10 +332,8 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
         check.fail(f"{path.name}: row {row + 2} differs from the signed release")
     manifest_path = directory / "manifest.json"
     if manifest_path.exists():
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            check.fail(f"{manifest_path.name}: not JSON ({exc})")
+        manifest = _read_manifest(manifest_path, check)
+        if manifest is None:
             return
         rel = r.release
         digest = release_digest(rel.round_id, rel.columns, rel.group_sizes, matrix).hex()
@@ -238,7 +342,7 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
         if manifest.get("group_ids") != list(rel.group_ids) or manifest.get("group_sizes") != list(rel.group_sizes):
             check.fail(f"{manifest_path.name}: group_ids/group_sizes are not the signed release's")
         if manifest.get("round_id") != rel.round_id.hex():
-            check.fail(f"{manifest_path.name}: round_id {manifest.get('round_id')} is not the transcript's")
+            check.fail(f"{manifest_path.name}: round_id {str(manifest.get('round_id'))[:64]} is not the transcript's")
     if check.status == "pass":
         check.notes.append("release.csv holds exactly the signed release's rows"
                            + ("; manifest.json its digest and groups" if manifest_path.exists() else ""))
@@ -260,96 +364,25 @@ def _check_membership(r: VerifiedRound, check: Check) -> None:
         check.skip(f"no release (phase {r.transcript.phase}): only the exclusions were checked")
         return
     released = dict(zip(r.release.group_ids, r.release.group_sizes, strict=False))
-    live: dict[int, int] = Counter()
-    tolerated: dict[int, int] = Counter()
-    for a in r.assigns:
-        excluded_for = exclusions.get(sid_of(a.subject))
-        if excluded_for is None:
-            live[a.group] += 1
-        elif excluded_for == "blamed_unsolicited":
-            tolerated[a.group] += 1  # excluded after her group's reveal_open: her record may be opened
-    for group in sorted(set(live) | set(released)):
-        size, alive = released.get(group, 0), live.get(group, 0)
-        if size > alive + tolerated.get(group, 0):
-            check.fail(f"group {group}: {size} records released for {alive} live members (fabricated or excluded "
-                       "members' records)")
+    sure, maybe = r.record_holders()
+    after_reveal = r.post_reveal_blamers()
+    for group in sorted(set(sure) | set(maybe) | set(released)):
+        size, alive, extra = released.get(group, 0), len(sure.get(group, ())), len(maybe.get(group, ()))
+        late = sum(1 for key in sure.get(group, ()) if key in after_reveal)
+        counted = f" (counting {late} excluded blamed_unsolicited after the reveal_open, with no statement: her " \
+                  "record opened with the group's)" if late else ""
+        if size > alive + extra:
+            check.fail(f"group {group}: {size} records released for {alive} live members{counted} (fabricated or "
+                       "excluded members' records)")
         elif size < alive and group in released:
-            check.fail(f"group {group}: {size} records released for {alive} live members: {alive - size} dropped "
-                       "without an exclusion (drop-subject; or a member's unopenable item)")
+            check.fail(f"group {group}: {size} records released for {alive} live members{counted}: {alive - size} "
+                       "dropped without an exclusion (drop-subject; or a member's unopenable item)")
         elif group not in released and alive:
-            check.fail(f"group {group}: {alive} members neither released nor excluded (drop-subject)")
+            check.fail(f"group {group}: {alive} members neither released nor excluded{counted} (drop-subject)")
     total = sum(released.values())
     reasons = Counter(exclusions.values())
     check.notes.append(f"{r.roster.n} roster members: {total} released, {len(exclusions)} excluded"
                        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(reasons.items()))})" if reasons else ""))
-
-
-def _check_run_follows(group: int, run: int, start: ShuffleStart, previous: ShuffleStart, merged_in: set[bytes],
-                       check: Check) -> None:
-    """A run is the one before it minus the members its signed statement excludes (plus members merged in
-    from a dissolved group): what each member checks too (SPEC §4 share.1)."""
-    kept, stated, before = set(start.members), {key for key, _ in start.excluded}, set(previous.members)
-    for key in sorted(stated & kept):
-        check.fail(f"group {group} run {run} excludes {sid_of(key)} and keeps her (a statement that clears "
-                   "complaints)")
-    for key in sorted(before - kept - stated):
-        check.fail(f"group {group} run {run} leaves out {sid_of(key)}, a member of run {run - 1}, without a signed "
-                   "exclusion")
-    for key in sorted(kept - before - merged_in):
-        check.fail(f"group {group} run {run} adds {sid_of(key)}, neither in run {run - 1} nor merged in")
-
-
-def _check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
-    if not need(r, check):
-        return
-    assert r.announce is not None
-    if not r.transcript.shuffle_starts_included:
-        if r.transcript.exclusions:
-            check.skip("the transcript holds no shuffle_start (collector export): the exclusions are the collector's "
-                       "unsigned summary")
-        return
-    step = r.announce.params.step_timeout
-    runs: dict[tuple[int, int], ShuffleStart] = {}
-    for s in r.shuffle_starts:
-        previous = runs.get((s.group, s.run))
-        if previous is not None and previous != s:
-            check.fail(f"group {s.group} run {s.run}: two different shuffle_starts (split view of the run)")
-        runs[(s.group, s.run)] = s
-    signed: dict[str, tuple[str, int, int]] = {}
-    merged_in = {key for start in runs.values() for key, reason in start.excluded if reason == "merged"}
-    for (group, run), s in sorted(runs.items()):
-        issued = s.deadline if not s.members else s.deadline - step
-        previous = runs.get((group, run - 1))
-        if previous is not None:
-            _check_run_follows(group, run, s, previous, merged_in, check)
-        for key, reason in s.excluded:
-            signed.setdefault(sid_of(key), (reason, group, run))
-            if reason in ("suppressed_class",):
-                continue
-            if previous is None:
-                if reason != "merged" or run > 0:
-                    check.fail(f"group {group} run {run} excludes {sid_of(key)} ({reason}) without a previous run "
-                               "she could have failed in (drop-subject)")
-                continue
-            if key not in previous.members:
-                check.fail(f"group {group} run {run} excludes {sid_of(key)} ({reason}), not a member of run {run - 1}")
-            if reason == "silent" and issued < previous.deadline - 1e-6:
-                check.fail(f"group {group} run {run} excludes {sid_of(key)} as silent {previous.deadline - issued:.3g} "
-                           f"s before run {run - 1}'s step deadline (drop-subject)")
-    for sid, reason in sorted(r.transcript.exclusions.items()):
-        statement = signed.get(sid)
-        if statement is None:
-            if reason != "blamed_unsolicited":  # after reveal_open the group goes on without a new run
-                check.fail(f"{sid} excluded ({reason}) in the summary, in no signed shuffle_start")
-        elif statement[0] != reason and statement[0] != "merged":
-            check.fail(f"{sid} excluded as {reason} in the summary, as {statement[0]} in group {statement[1]} "
-                       f"run {statement[2]}'s signed shuffle_start")
-    for sid, (reason, group, run) in sorted(signed.items()):
-        if reason != "merged" and sid not in r.transcript.exclusions:
-            check.fail(f"{sid} excluded ({reason}) by group {group} run {run}'s shuffle_start, not in the summary")
-    if check.status == "pass":
-        check.notes.append(f"{len(r.transcript.exclusions)} exclusions, each in a signed shuffle_start, none "
-                           "before a run's step deadline")
 
 
 def _check_verdicts(r: VerifiedRound, check: Check) -> None:
@@ -426,13 +459,14 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
     checks = {name: Check(name, catches) for name, catches in CHECKS}
     steps: list[tuple[str, Callable[[VerifiedRound, Check], object]]] = [
         ("signatures", check_signatures),
+        ("parameters", check_parameters),
         ("roster", check_roster),
         ("inclusion", check_inclusion),
         ("grouping", check_grouping),
         ("release", _check_release),
         ("release_files", lambda rr, c: _check_release_files(rr, c, directory)),
         ("membership", _check_membership),
-        ("exclusion_evidence", _check_exclusion_evidence),
+        ("exclusion_evidence", check_exclusion_evidence),
         ("verdicts", _check_verdicts),
     ]
     for name, step in steps:

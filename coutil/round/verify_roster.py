@@ -3,9 +3,10 @@
 - `Check`: one check's result (pass, fail with every problem found, or skip with what it needs);
 - `VerifiedRound`: the transcript's messages that verified, decoded; `check_signatures` fills it, and
   every other check reads it, skipping through `need` what it lacks;
-- the checks of the roster the round was set up on: `check_roster` (the assigns against the roster),
-  `check_inclusion` (the roster root against the registrations, the inclusion proofs) and
-  `check_grouping` (MDAV or SafePub recomputed on the roster).
+- `check_parameters` (the announced k and method protect someone);
+- the checks of the roster the round was set up on: `check_roster` (the assigns against the roster) and
+  `check_inclusion` (the roster root against the registrations, the inclusion proofs); `check_grouping`
+  (MDAV or SafePub recomputed on the roster, merges explained) is in `coutil.round.verify_grouping`.
 
 The checks of what the round released, the list of checks (`CHECKS`) and the driver that runs them
 are in `coutil.round.verify`, which imports this module (never the other way round).
@@ -18,9 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from coutil.errors import InputError, RemoteProtocolError
+from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, merkle
 from coutil.protocol.messages import (
     COLLECTOR_TAGS,
@@ -35,8 +34,6 @@ from coutil.protocol.messages import (
 )
 from coutil.protocol.topics import sid_of
 from coutil.round.transcript import Transcript
-from coutil.sdc.generalization import classes_of, parse_scheme
-from coutil.sdc.mdav import mdav
 
 
 @dataclass
@@ -78,6 +75,11 @@ class VerifiedRound:
     verdicts: list[Verdict] = field(default_factory=list)
     shuffle_starts: list[ShuffleStart] = field(default_factory=list)
 
+    #: The groups the grouping method forms on the registrations (label -> sorted member keys) and their
+    #: centroids, when `check_grouping` could form them (registrations in the transcript).
+    formed: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
+    formed_centroids: dict[int, tuple[float, ...]] = field(default_factory=dict)
+
     @property
     def k(self) -> int:
         return self.announce.params.k if self.announce is not None else 1
@@ -87,6 +89,72 @@ class VerifiedRound:
         if not self.transcript.registrations_included:
             return None
         return sorted(r.sender for r in self.registrations)
+
+    def qi_of(self) -> dict[bytes, tuple[float, ...]]:
+        return {reg.sender: reg.qi for reg in self.registrations}
+
+    def runs(self) -> dict[tuple[int, int], ShuffleStart]:
+        """The signed shuffle_starts by (group, run) (the first of two different ones: `exclusion_evidence`
+        fails on those)."""
+        runs: dict[tuple[int, int], ShuffleStart] = {}
+        for s in self.shuffle_starts:
+            runs.setdefault((s.group, s.run), s)
+        return runs
+
+    def issued(self, start: ShuffleStart) -> float:
+        """When a shuffle_start was issued (SPEC §8.5): a run's deadline minus the step timeout, a closing
+        one's (no members) deadline."""
+        step = self.announce.params.step_timeout if self.announce is not None else 0.0
+        return start.deadline if not start.members else start.deadline - step
+
+    def statements(self) -> dict[bytes, list[tuple[float, int, int, str]]]:
+        """Per member, the signed exclusions naming her: (issued, group, run, reason), oldest first."""
+        out: dict[bytes, list[tuple[float, int, int, str]]] = defaultdict(list)
+        for (group, run), s in sorted(self.runs().items()):
+            for key, reason in s.excluded:
+                out[key].append((self.issued(s), group, run, reason))
+        for items in out.values():
+            items.sort()
+        return out
+
+    def post_reveal_blamers(self) -> set[bytes]:
+        """Members excluded `blamed_unsolicited` in the summary with no signed statement, who are in the last
+        run of their group (a run with members): a blame after her group's reveal_open, when no run may
+        follow and the group goes on with her (SPEC §4 share.6, §7.3 blame). No signed statement of the
+        collector exists for that case: her record is opened with her group's, so every check counts it
+        among her group's released records. Only with the shuffle_starts (without them nobody can tell)."""
+        if not self.transcript.shuffle_starts_included:
+            return set()
+        runs, stated = self.runs(), self.statements()
+        last: dict[int, ShuffleStart] = {}
+        for (group, _run), s in sorted(runs.items()):
+            last[group] = s
+        out: set[bytes] = set()
+        for a in self.assigns:
+            if self.transcript.exclusions.get(sid_of(a.subject)) != "blamed_unsolicited":
+                continue
+            if any(reason != "merged" for *_, reason in stated.get(a.subject, [])):
+                continue
+            final = last.get(a.group)
+            if final is not None and a.subject in final.members:
+                out.add(a.subject)
+        return out
+
+    def record_holders(self) -> tuple[dict[int, set[bytes]], dict[int, set[bytes]]]:
+        """Per group (her latest assign's), the members whose records the release must hold (not excluded,
+        or excluded after the reveal_open: `post_reveal_blamers`) and those whose records it may hold
+        (excluded `blamed_unsolicited` in a transcript without shuffle_starts: before or after the reveal_open,
+        nobody can tell)."""
+        after = self.post_reveal_blamers()
+        sure: dict[int, set[bytes]] = defaultdict(set)
+        maybe: dict[int, set[bytes]] = defaultdict(set)
+        for a in self.assigns:
+            reason = self.transcript.exclusions.get(sid_of(a.subject))
+            if reason is None or a.subject in after:
+                sure[a.group].add(a.subject)
+            elif reason == "blamed_unsolicited" and not self.transcript.shuffle_starts_included:
+                maybe[a.group].add(a.subject)
+        return sure, maybe
 
 
 def _decode(data: bytes, what: str, check: Check) -> codec.Decoded | None:
@@ -176,6 +244,26 @@ def need(r: VerifiedRound, check: Check, *, roster: bool = False, release: bool 
             check.skip(f"no release (phase {r.transcript.phase})")
         return False
     return True
+
+
+def check_parameters(r: VerifiedRound, check: Check) -> None:
+    """The announced parameters protect someone: k at least 2 (k = 1 releases every record alone), a known
+    grouping method, QI and confidential attributes named."""
+    if not need(r, check):
+        return
+    assert r.announce is not None
+    params = r.announce.params
+    if params.k < 2:
+        check.fail(f"the announce sets k = {params.k}: groups of fewer than 2 records protect nobody")
+    if params.method not in ("mdav", "safepub"):
+        check.fail(f"the announce names the grouping method {params.method!r}, not mdav or safepub")
+    if not params.qi_names or not params.confidential_names:
+        check.fail("the announce names no QI attribute or no confidential attribute")
+    if r.roster is not None and params.k > r.roster.n:
+        check.fail(f"k = {params.k} for a roster of {r.roster.n} subjects")
+    if check.status == "pass":
+        check.notes.append(f"k = {params.k}, {params.method} on {len(params.qi_names)} QIs, "
+                           f"{len(params.confidential_names)} confidential attribute(s)")
 
 
 def check_roster(r: VerifiedRound, check: Check) -> None:
@@ -298,80 +386,3 @@ def check_inclusion(r: VerifiedRound, check: Check) -> None:
         checked += 1
     check.notes.append(f"no registrations in the transcript: {checked} proofs checked for consistency with their "
                        "neighbours' only, the leaves (key and QIs) not (export with --with-registrations)")
-
-
-def check_grouping(r: VerifiedRound, check: Check) -> None:
-    """The groups recomputed on the registrations (MDAV, or the announced SafePub bins' classes), merges explained."""
-    if not need(r, check, roster=True):
-        return
-    if not r.transcript.registrations_included:
-        check.skip("needs the registrations (export or run with --with-registrations)")
-        return
-    assert r.roster is not None and r.announce is not None
-    params = r.announce.params
-    qi_of = {reg.sender: reg.qi for reg in r.registrations}
-    keys = sorted(qi_of)
-    if len(keys) != r.roster.n or not keys:
-        check.skip("the registrations are not the roster (see inclusion)")
-        return
-    matrix = np.array([qi_of[key] for key in keys], dtype=np.float64)
-    excluded = {sid: reason for sid, reason in r.transcript.exclusions.items()}
-    assigned = {a.subject: a for a in r.assigns}
-    if params.method == "safepub":
-        manifest = dict(params.manifest)
-        try:
-            scheme = parse_scheme(manifest.get("safepub_bins", ""), params.qi_names)
-        except InputError as exc:
-            check.fail(f"the announced SafePub bins do not parse: {exc}")
-            return
-        classes = classes_of(matrix, scheme)
-        labels, centres, n_groups = classes.labels, classes.midpoints, int(classes.midpoints.shape[0])
-    elif params.method == "mdav":
-        grouping = mdav(matrix, params.k)
-        labels, centres, n_groups = grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), \
-            grouping.n_groups
-    else:
-        check.skip(f"unknown grouping method {params.method!r}")
-        return
-    if r.roster.n_groups != n_groups:
-        check.fail(f"the roster announces {r.roster.n_groups} groups, {params.method} forms {n_groups}")
-    expected: dict[int, list[bytes]] = defaultdict(list)
-    for key, label in zip(keys, labels.tolist(), strict=True):
-        expected[int(label)].append(key)
-    merges = 0
-    for label, members in sorted(expected.items()):
-        if len(members) < params.k:
-            # SafePub: a class below k gets no assign; its members are excluded `suppressed_class`.
-            for key in members:
-                if key in assigned:
-                    check.fail(f"class {label} has {len(members)} members, below k, yet {sid_of(key)} was assigned")
-                elif excluded.get(sid_of(key)) != "suppressed_class":
-                    check.fail(f"{sid_of(key)} of class {label} (below k) is not excluded `suppressed_class`")
-            continue
-        if any(key not in assigned for key in members):
-            check.fail(f"group {label}: {sum(key not in assigned for key in members)} of its members got no assign")
-            continue
-        now_in = {assigned[key].group for key in members}
-        if now_in == {label}:
-            first = assigned[members[0]]
-            want = tuple(float(v) for v in centres[label])
-            if first.members == tuple(sorted(members)) and first.centroid != want:
-                check.fail(f"group {label}: assigned centroid {first.centroid}, {params.method} gives {want}")
-            continue
-        # A merge: the group lost members below k before its reveal and all the others moved to one group.
-        movers = [key for key in members if assigned[key].group != label]
-        targets = {assigned[key].group for key in movers}
-        stayed = [key for key in members if assigned[key].group == label and sid_of(key) not in excluded]
-        if len(targets) != 1:
-            check.fail(f"group {label} ({params.method}) split over groups {sorted(targets)}")
-        elif stayed:
-            check.fail(f"group {label}: {len(movers)} members moved to group {min(targets)}, {len(stayed)} stayed")
-        elif params.method != "mdav":
-            check.fail(f"class {label} merged into another: SafePub never merges")
-        elif min(targets) not in expected:
-            check.fail(f"group {label} moved to group {min(targets)}, which {params.method} never formed")
-        else:
-            merges += 1
-    if check.status == "pass":
-        check.notes.append(f"the {n_groups} groups are {params.method}'s on the {len(keys)} registrations"
-                           + (f" ({merges} merged after losing members below k)" if merges else ""))

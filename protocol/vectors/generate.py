@@ -87,20 +87,29 @@ SUBJECTS = [crypto.SigningKey.from_seed(seed_of(f"subject {i}")) for i in range(
 KX = [crypto.KxKey.from_secret(seed_of(f"kx {i}")) for i in range(4)]
 
 
+def _announce() -> Announce:
+    params = RoundParams(("age", "height"), ("income",), 3, "mdav", 1700000030.0, 20.0, 60.0, KX[0].public, 1,
+                         1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v2"), ("k", "3")))
+    return Announce(ROUND_ID, COLLECTOR.public, params)
+
+
+def _announce_digest() -> bytes:
+    """The sample announce's payload digest: where every run's membership digest starts (SPEC §8.4)."""
+    return codec.payload_digest(codec.encode_payload(_announce()))
+
+
 def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
     c, s0, s1 = COLLECTOR.public, SUBJECTS[0].public, SUBJECTS[1].public
     members = tuple(sorted(k.public for k in SUBJECTS))
-    params = RoundParams(("age", "height"), ("income",), 3, "mdav", 1700000030.0, 20.0, 60.0, KX[0].public, 1,
-                         1000, 0.05, (("method", "mdav"), ("protocol", "coutil/v2"), ("k", "3")))
     d = hashlib.sha256(b"digest").digest()
-    md = members_digest(ROUND_ID, 0, 1, members[:2])
+    md = members_digest(_announce_digest(), 0, 1, members[:2])
     kd = keys_digest(ROUND_ID, 0, 1, members[:2],
                      {m: (KX[i].public, KX[i + 2].public) for i, m in enumerate(members[:2])})
     salt = seed_of("commitment salt")
     onion = bytes(range(100))
     rows = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes()
     return [
-        ("announce", COLLECTOR, Announce(ROUND_ID, c, params)),
+        ("announce", COLLECTOR, _announce()),
         ("register", SUBJECTS[0], Register(ROUND_ID, s0, (34.0, 1.75))),
         ("register_ack", COLLECTOR, RegisterAck(ROUND_ID, c, s0, d)),
         ("roster", COLLECTOR, Roster(ROUND_ID, c, 3, d, 1)),
@@ -267,9 +276,9 @@ def crypto_file() -> dict[str, Any]:
                        "layer j sealed to mixer j with its listed ephemeral secret (layers built from g down to 1); "
                        "'after_peel' lists the item after mixers 1..g peeled.",
         "record": {"values": [1000.0, -2.5], "encoded": plaintext.hex()},
-        "members_digest": {"round_id": ROUND_ID.hex(), "group": 2, "run": 1,
+        "members_digest": {"announce_digest": _announce_digest().hex(), "group": 2, "run": 1,
                            "members": [k.public.hex() for k in SUBJECTS],
-                           "digest": members_digest(ROUND_ID, 2, 1, [k.public for k in SUBJECTS]).hex()},
+                           "digest": members_digest(_announce_digest(), 2, 1, [k.public for k in SUBJECTS]).hex()},
         "keys_digest": {"round_id": ROUND_ID.hex(), "group": 2, "run": 1,
                         "members": [k.public.hex() for k in SUBJECTS[:2]],
                         "keys": [[KX[i].public.hex(), KX[i + 2].public.hex()] for i in range(2)],

@@ -74,7 +74,8 @@ def assert_defeated(p: Played, baseline: Played) -> None:
 
 def test_every_broker_strategy_is_registered_with_its_class() -> None:
     assert set(BROKER_STRATEGIES) == {"replay-runs", "replay-round", "drop-victim", "duplicate", "reorder",
-                                      "split-retained", "split-keys"}
+                                      "split-retained", "split-keys", "hide-submits",
+                                      "split-announce"}
     for name in BROKER_STRATEGIES:
         assert name == broker_strategy(name).NAME
 

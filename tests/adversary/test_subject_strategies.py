@@ -185,3 +185,40 @@ def test_a_key_split_carried_by_a_colluding_broker_opens_nothing(seed: int) -> N
     (broker,) = p.entries("broker")
     assert broker["deviated"] and broker["accepted_by_kind"].get("run_keys", 0) >= 1  # the split took place
     assert broker["leak"] == [] and p.section["honest_baseline_leak"] == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_tamperer_whose_broker_hides_the_submissions_gets_no_honest_member_blamed(seed: int) -> None:
+    """``tamper`` with the broker strategy ``hide-submits`` (the collector never gets a submission): the
+    collector cannot re-execute the run. Before, it excluded the no-go voters (``blame_inconclusive``):
+    the tamperer's honest victims went and she stayed, released. Now it blames nobody and runs the group
+    again; when it still cannot tell, the whole group goes (liveness, what such a broker can always do):
+    no honest member is attributed anything, the tamperer is not released, no group is below k."""
+    p = play({"subjects": [{"strategy": "tamper", "rows": [4]}], "broker": "hide-submits"}, seed=seed)
+    tamperer = p.sid(4)
+    excluded = p.excluded()
+    assert p.outcome.completed and excluded.get(tamperer) == "blame_inconclusive"
+    honest_excluded = {sid: reason for sid, reason in excluded.items() if sid != tamperer}
+    assert set(honest_excluded.values()) <= {"blame_inconclusive"} and len(honest_excluded) <= CONFIG.k
+    # The tamperer's group went as a whole: none of its records is released.
+    assert not (p.records([4]) & p.released())
+    assert all(size >= CONFIG.k for size in p.outcome.group_sizes)
+    (broker,) = p.entries("broker")
+    assert broker["deviated"] and p.section["honest_baseline_leak"] == 0
+
+
+def test_with_the_old_rule_the_honest_no_go_voters_are_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above can fail: with the collector excluding the no-go voters on an incomplete transcript
+    (the rule before), honest members are excluded and the tamperer is released."""
+    from coutil.protocol import collector_groups
+    from coutil.protocol.shuffle import BlameResult
+
+    def old_blame(self: collector_groups.GroupState, round_id: bytes) -> BlameResult:
+        voters = [m for m, v in self.data.votes.items() if not v.go]
+        return BlameResult(tuple((m, "blame_inconclusive") for m in voters), "incomplete transcript")
+
+    monkeypatch.setattr(collector_groups.GroupState, "blame", old_blame)
+    p = play({"subjects": [{"strategy": "tamper", "rows": [4]}], "broker": "hide-submits"}, seed=SEEDS[1])
+    tamperer = p.sid(4)
+    assert tamperer not in p.excluded() and p.records([4]) & p.released()
+    assert any(reason == "blame_inconclusive" for sid, reason in p.excluded().items() if sid != tamperer)

@@ -91,3 +91,26 @@ def test_transcript_with_registrations_only_on_request(finished_db: tuple[Path, 
     assert main(["collector", "export", "--db", str(db), "--transcript", str(path), "--with-registrations"]) == 0
     document = json.loads(path.read_text())
     assert document["registrations_included"] is True and len(document["registrations"]) == N
+
+
+def test_the_service_keeps_its_exclusion_statements_and_the_auditor_checks_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The service stores every signed shuffle_start it publishes, so the transcript it exports lets an
+    auditor check each exclusion against its statement (found by an attacker: the store kept none, and
+    `exclusion_evidence` never ran on a deployed round, so a live member claimed `silent` passed)."""
+    world = _world(tmp_path)
+    world.bus.run_until(until=300.0, predicate=lambda: world.service.node.state == "sharing")
+    gone = world.subjects[0]
+    world.bus.vanish(gone.sid, world.bus.now)  # silent from the start of the sharing
+    world.bus.run_until(until=600.0, predicate=lambda: world.service.finished)
+    assert world.service.node.outcome().completed
+    world.service.store.close()
+    path = tmp_path / "transcript.json"
+    assert main(["collector", "export", "--db", str(world.db), "--transcript", str(path)]) == 0
+    document = json.loads(path.read_text())
+    assert document["shuffle_starts_included"] is True and len(document["shuffle_starts"]) >= N // 3 + 1
+    assert document["exclusions"] == {gone.sid: "silent"}
+    capsys.readouterr()
+    assert main(["verify", str(path), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["exclusion_evidence"]["status"] == "pass"

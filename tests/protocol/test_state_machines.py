@@ -342,3 +342,22 @@ def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_ke
         announce = dataclasses.replace(message, params=dataclasses.replace(message.params, collector_kx=collector_kx))
         fresh.receive(topics.ANNOUNCE, codec.encode(announce, identity), 0.0)
         assert fresh.state == state, (fresh.state, fresh.rejections)
+
+
+def test_a_fetch_is_answered_once_per_half_retry_interval_not_once_per_copy() -> None:
+    """A subject re-sending one signed fetch("release") in a loop had the collector publish the whole
+    release to her inbox as often (84x her bytes at n = 200, found by an attacker): now the copies within
+    half a retry interval of an answer are IGNORE ``duplicate``; an honest subject asks again after a
+    whole one and is answered."""
+    target, _ = _plan()
+    played = _build(None)
+    played.bus.run_until(until=500.0, predicate=lambda: played.collector.finished)
+    collector, someone = played.collector, played.subjects[target]
+    assert someone._round_id is not None
+    payload = codec.encode(Fetch(someone._round_id, someone.public_key, "release"), someone._identity)
+    topic = topics.subject_up(someone._round_id, someone.public_key)
+    now = played.bus.now + 1.0
+    answers = [collector.receive(topic, payload, now + i * 0.001) for i in range(100)]
+    assert sum(len(a) for a in answers) == 1
+    assert [r.reason for r in collector.rejections[-99:]] == ["duplicate"] * 99
+    assert len(collector.receive(topic, payload, now + CONFIG.retry_interval)) == 1

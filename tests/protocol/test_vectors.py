@@ -178,7 +178,7 @@ def test_v2_view_and_commitment_vectors() -> None:
 
     v = CRYPTO["members_digest"]
     members = [bytes.fromhex(m) for m in v["members"]]
-    assert members_digest(bytes.fromhex(v["round_id"]), v["group"], v["run"], members).hex() == v["digest"]
+    assert members_digest(bytes.fromhex(v["announce_digest"]), v["group"], v["run"], members).hex() == v["digest"]
     kv = CRYPTO["keys_digest"]
     members = [bytes.fromhex(m) for m in kv["members"]]
     keys = {m: (bytes.fromhex(o), bytes.fromhex(i)) for m, (o, i) in zip(members, kv["keys"], strict=True)}

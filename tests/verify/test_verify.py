@@ -42,10 +42,12 @@ class Run:
 
 
 def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNode, *, n: int = 21, seed: int = 3,
-              registrations: bool = True, sybils: int = 0) -> Run:
+              registrations: bool = True, sybils: int = 0, vanish: dict[int, float] | None = None) -> Run:
     """One in-memory round with ``collector_class``; its run directory (release.csv, manifest.json,
     transcript.json, ...) written by the round layer's own `write_outputs`. ``sybils``: that many more
-    subjects (fabricate-members: identities the collector controls) register, then fall silent."""
+    subjects (fabricate-members: identities the collector controls) register, then fall silent;
+    ``vanish``: subject index -> the time she vanishes (honest dropouts)."""
+    vanish = vanish or {}
     data = synthetic_dataset(n + sybils, CONFIG, seed)
     qi = data.select(list(CONFIG.qi)).values
     conf = data.select(list(CONFIG.confidential)).values
@@ -64,7 +66,10 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
         bus.add_node(subject.sid, subject)
     for sybil in subjects[n:]:
         bus.vanish(sybil.sid, CONFIG.register_window / 2)  # registered; never heard of again
-    bus.run_until(until=3000.0, predicate=lambda: collector.finished and all(s.finished for s in subjects[:n]))
+    for index, when in vanish.items():
+        bus.vanish(subjects[index].sid, when)
+    bus.run_until(until=3000.0, predicate=lambda: collector.finished and all(
+        s.finished for i, s in enumerate(subjects[:n]) if i not in vanish))
     report = RoundReport(outcome=collector.outcome(), subjects=n + sybils, stop_reason="finished", virtual_time=bus.now,
                          wall_times={}, traffic={}, rejections={}, events=0, dropped={}, vanished=[],
                          subject_states={})

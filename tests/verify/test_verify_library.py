@@ -15,7 +15,9 @@ from coutil.cli import main
 #: What a transcript cannot show, and why (SPEC §3): a collector that ignores a live member and excludes
 #: her `silent` at the deadline leaves the transcript of a member who went silent; Sybils that register
 #: and sign like subjects are subjects to an auditor (admission control is the remaining limit).
-NOT_VISIBLE = {"drop-subject", "fabricate-members"}
+#: `split-announce` needs its broker to show the victim its other announce (tests/adversary: her floor on k
+#: keeps her out, nothing of the split is then published); without it, it does nothing.
+NOT_VISIBLE = {"drop-subject", "fabricate-members", "split-announce"}
 
 
 #: Deviations that leave one member of a group out of a run: they need a group of more than k (37 rows,

@@ -1,0 +1,292 @@
+"""The auditor's grouping check (`coutil.round.verify`): the groups recomputed on the registrations
+(MDAV, or the announced SafePub bins' classes), and every departure from them explained as a merge of
+SPEC §4 ("Timeouts and dropouts").
+
+A group that loses members below k before its reveal_open merges with the nearest other group whose
+records are still sealed, by squared Euclidean distance between QI centroids (ties by the lower group
+number); the centroid of a group that changed (lost or gained members) is the mean of its members'
+QIs, of an untouched group MDAV's. `check_grouping` holds every merge the assigns show to the rule
+stated in its docstring.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coutil.errors import InputError
+from coutil.protocol.messages import Assign, ShuffleStart
+from coutil.protocol.topics import sid_of
+from coutil.round.verify_roster import Check, VerifiedRound, need
+from coutil.sdc.generalization import classes_of, parse_scheme
+from coutil.sdc.mdav import mdav
+
+
+def _same_time(a: float, b: float) -> bool:
+    """Two issue times of one step of the collector (a closing shuffle_start and the target's new run):
+    they differ by the rounding of deadline - step_timeout only."""
+    return abs(a - b) <= 1e-6 + 1e-12 * abs(b)
+
+
+@dataclass
+class _Grouping:
+    """MDAV's groups on the roster, and what the collector did with them."""
+
+    keys: list[bytes]
+    matrix: np.ndarray
+    expected: dict[int, list[bytes]]
+    centres: np.ndarray
+    #: Per group, the members whose records its release must hold (`VerifiedRound.record_holders`).
+    sure: Mapping[int, set[bytes]]
+    assigned: dict[bytes, Assign]
+    #: The signed runs of each group, in run order.
+    runs_of: dict[int, list[ShuffleStart]]
+    untouched: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.index = {key: i for i, key in enumerate(self.keys)}
+
+    def mean(self, members: Sequence[bytes] | set[bytes]) -> np.ndarray:
+        """The collector's centroid of a changed group: the mean of its members' QIs in roster order."""
+        return np.asarray(self.matrix[sorted(self.index[m] for m in members)].mean(axis=0), dtype=np.float64)
+
+    def centroid(self, label: int, members: set[bytes]) -> np.ndarray:
+        """A group's centroid while it had ``members``: MDAV's if they are MDAV's, else their mean."""
+        if members == set(self.expected.get(label, ())):
+            return np.asarray(self.centres[label], dtype=np.float64)
+        return self.mean(members)
+
+
+def _untouched(g: _Grouping, k: int) -> list[int]:
+    """Groups certainly sealed, with MDAV's centroid, at every merge: each of their MDAV members is
+    assigned to them and holds a released record, and each member was told exactly MDAV's member list.
+    Such a group never lost a member nor took one in (so it was never dissolved), and no group is
+    opened before every merge is done (the reveal barrier, SPEC §4 share.7)."""
+    out = []
+    for label, members in g.expected.items():
+        if len(members) < k or g.sure.get(label, set()) != set(members):
+            continue
+        if all(key in g.assigned and g.assigned[key].group == label and g.assigned[key].members == tuple(members)
+               for key in members):
+            out.append(label)
+    return out
+
+
+def _nearest(g: _Grouping, r: VerifiedRound, check: Check, source: int, target: int, movers: set[bytes],
+             target_before: set[bytes]) -> None:
+    """No group certainly sealed at the merge (`_untouched`) is nearer to the movers' mean than the target
+    (its centroid while it had ``target_before``), nor as near with a lower number."""
+    if not target_before:
+        check.fail(f"group {source}'s members moved to group {target}, which had no members left")
+        return
+    here = g.mean(movers)
+    distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
+    for other in g.untouched:
+        if other in (source, target):
+            continue
+        d = float(np.sum((np.asarray(g.centres[other], dtype=np.float64) - here) ** 2))
+        if d < distance or (d == distance and other < target):
+            check.fail(f"group {source}'s remaining members merged into group {target} (squared distance "
+                       f"{distance:.6g}), group {other}, still sealed, is nearer ({d:.6g}): not the nearest group")
+            return
+
+
+def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[tuple[int, int, set[bytes], set[bytes]]]:
+    """Every merge the signed shuffle_starts state: (source, target, movers, target's members before), from
+    each closing shuffle_start naming members `merged` and the target's run started with them at once."""
+    runs = r.runs()
+    hops = []
+    # The runs with members by time of issue, to find the ones started with a closing shuffle_start.
+    started_at = sorted((r.issued(s), s.group, s.run) for s in runs.values() if s.members)
+    times = [t for t, _, _ in started_at]
+    for (group, run), s in sorted(runs.items()):
+        movers = {key for key, reason in s.excluded if reason == "merged"}
+        if s.members or not movers or group not in g.expected:
+            continue  # a group MDAV never formed: `exclusion_evidence` names it
+        t = r.issued(s)
+        window = started_at[bisect_left(times, t - 1.0):bisect_right(times, t + 1.0)]
+        started = [other for other in (runs[(gr, rn)] for _, gr, rn in window) if other.group != group
+                   and movers <= set(other.members) and _same_time(r.issued(other), t)]
+        if len(started) != 1:
+            check.fail(f"group {group} run {run} states members merged into another group, and "
+                       f"{'no' if not started else len(started)} run(s) of another group started with them then")
+            continue
+        [best] = started
+        hops.append((group, best.group, movers, set(best.members) - movers))
+    return hops
+
+
+def _check_merge_source(g: _Grouping, r: VerifiedRound, check: Check, label: int, members: list[bytes],
+                        moved: list[bytes]) -> bool:
+    """Rule (a) of `check_grouping` for the MDAV group ``label`` whose members ``moved`` left it."""
+    assigned = g.assigned
+    excluded = r.transcript.exclusions
+    live = g.sure.get(label, set())
+    targets = {assigned[key].group for key in moved if sid_of(key) not in excluded}
+    stayed = [key for key in members if assigned[key].group == label]
+    ok = True
+    if len(targets) > 1:
+        check.fail(f"group {label} split over groups {sorted(targets)}")
+        ok = False
+    if len(moved) >= r.k:
+        check.fail(f"group {label}: {len(moved)} members moved to another group, at least k = {r.k}: a group that "
+                   "did not fall below k never merges")
+        ok = False
+    if any(key in live for key in stayed):
+        check.fail(f"group {label}: {len(moved)} members moved to group {min(targets or {label})}, "
+                   f"{sum(key in live for key in stayed)} stayed")
+        ok = False
+    if r.transcript.shuffle_starts_included:
+        runs = g.runs_of.get(label, [])
+        stated = {key for s in runs for key, reason in s.excluded if reason != "merged"}
+        for key in stayed:
+            if key not in stated and key not in live:
+                check.fail(f"group {label}: {sid_of(key)} neither moved nor excluded by a signed shuffle_start of "
+                           "the group (a merge needs the group to have lost her)")
+                ok = False
+        closing = [s for s in runs if not s.members]
+        named = {key for s in closing for key, reason in s.excluded if reason == "merged"}
+        if set(moved) - named:
+            check.fail(f"group {label}: {len(set(moved) - named)} members moved to another group without its closing "
+                       "shuffle_start naming them `merged`")
+            ok = False
+    return ok
+
+
+def check_grouping(r: VerifiedRound, check: Check) -> None:
+    """The groups recomputed on the registrations (MDAV, or the announced SafePub bins' classes), merges
+    explained. A group whose members' assigns name other groups is a merge, valid only if:
+
+    (a) its members that did not move are all excluded (none of them holds a released record) and, with
+        the shuffle_starts, each is named in a signed shuffle_start of the group, and the group's closing
+        shuffle_start (no members) names every member who moved `merged`; fewer than k moved; all moved
+        to one group (the live ones), one MDAV formed; SafePub never merges;
+    (b) the target was the nearest group: the distance is the squared Euclidean one between the movers'
+        mean QIs (the centroid of the group they left, which has lost members) and the target's centroid
+        at the merge (MDAV's if it had MDAV's members then, else their mean). With the shuffle_starts each
+        merge is read from its closing shuffle_start and the target's run started with the movers at the
+        same time (the target's members then: that run's minus the movers); without them, only a single
+        merge into a target that did not itself move on is checked, with the target's members then read
+        from the movers' assign. No group certainly sealed at the merge with a known centroid may be
+        nearer, nor as near with a lower number: the groups that kept MDAV's members throughout (every
+        member assigned there, told MDAV's list, holding a released record: never dissolved, and opened
+        only after the reveal barrier, after every merge). Groups that changed otherwise are not compared
+        (their centroid at the merge depends on when each change happened).
+    (c) (in `verify`'s release check) every group whose members differ from MDAV's is released with the
+        mean of its final members' QIs.
+    """
+    if not need(r, check, roster=True):
+        return
+    if not r.transcript.registrations_included:
+        check.skip("needs the registrations (export or run with --with-registrations)")
+        return
+    assert r.roster is not None and r.announce is not None
+    params = r.announce.params
+    qi_of = r.qi_of()
+    keys = sorted(qi_of)
+    if len(keys) != r.roster.n or not keys:
+        check.skip("the registrations are not the roster (see inclusion)")
+        return
+    width = len(params.qi_names)
+    if any(len(qi) != width for qi in qi_of.values()):
+        check.skip(f"registrations without exactly {width} QI values (see inclusion)")
+        return
+    matrix = np.array([qi_of[key] for key in keys], dtype=np.float64)
+    excluded = r.transcript.exclusions
+    assigned = {a.subject: a for a in r.assigns}
+    try:
+        if params.method == "safepub":
+            scheme = parse_scheme(dict(params.manifest).get("safepub_bins", ""), params.qi_names)
+            classes = classes_of(matrix, scheme)
+            labels, centres, n_groups = classes.labels, classes.midpoints, int(classes.midpoints.shape[0])
+        elif params.method == "mdav":
+            grouping = mdav(matrix, params.k)
+            labels, centres, n_groups = grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), \
+                grouping.n_groups
+        else:
+            check.skip(f"unknown grouping method {params.method!r} (see parameters)")
+            return
+    except (InputError, ValueError) as exc:
+        check.fail(f"{params.method} cannot group the roster with the announced parameters (k = {params.k}): {exc}")
+        return
+    if r.roster.n_groups != n_groups:
+        check.fail(f"the roster announces {r.roster.n_groups} groups, {params.method} forms {n_groups}")
+    expected: dict[int, list[bytes]] = defaultdict(list)
+    for key, label in zip(keys, labels.tolist(), strict=True):
+        expected[int(label)].append(key)
+    r.formed = {label: tuple(members) for label, members in expected.items()}
+    r.formed_centroids = {label: tuple(float(v) for v in centres[label]) for label in expected}
+    runs_of: dict[int, list[ShuffleStart]] = defaultdict(list)
+    for (label, _run), s in sorted(r.runs().items()):
+        runs_of[label].append(s)
+    g = _Grouping(keys, matrix, expected, centres, r.record_holders()[0], assigned, runs_of)
+    g.untouched = _untouched(g, params.k)
+    merged: list[int] = []
+    for label, members in sorted(expected.items()):
+        if len(members) < params.k:
+            # SafePub: a class below k gets no assign; its members are excluded `suppressed_class`.
+            for key in members:
+                if key in assigned:
+                    check.fail(f"class {label} has {len(members)} members, below k, yet {sid_of(key)} was assigned")
+                elif excluded.get(sid_of(key)) != "suppressed_class":
+                    check.fail(f"{sid_of(key)} of class {label} (below k) is not excluded `suppressed_class`")
+            continue
+        if any(key not in assigned for key in members):
+            check.fail(f"group {label}: {sum(key not in assigned for key in members)} of its members got no assign")
+            continue
+        moved = [key for key in members if assigned[key].group != label]
+        if not moved:
+            first = assigned[members[0]]
+            want = r.formed_centroids[label]
+            if first.members == tuple(members) and first.centroid != want:
+                check.fail(f"group {label}: assigned centroid {first.centroid}, {params.method} gives {want}")
+            continue
+        if params.method != "mdav":
+            check.fail(f"class {label} merged into another: SafePub never merges")
+            continue
+        if any(assigned[key].group not in expected for key in moved):
+            check.fail(f"group {label} moved to a group {params.method} never formed")
+            continue
+        if _check_merge_source(g, r, check, label, members, moved):
+            merged.append(label)
+    _check_targets(g, r, check, merged)
+    if check.status == "pass":
+        check.notes.append(f"the {n_groups} groups are {params.method}'s on the {len(keys)} registrations"
+                           + (f" ({len(merged)} merged after losing members below k, each into the nearest "
+                              "group still sealed)" if merged else ""))
+
+
+def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[int]) -> None:
+    """Rule (b) of `check_grouping` for every merge."""
+    if r.transcript.shuffle_starts_included:
+        for source, target, movers, before in _merge_hops(g, r, check):
+            _nearest(g, r, check, source, target, movers, before)
+        return
+    assigned = g.assigned
+    excluded = r.transcript.exclusions
+    into: dict[int, list[int]] = defaultdict(list)
+    movers_of: dict[int, set[bytes]] = {}
+    if not merged:
+        return
+    for label in merged:
+        movers_of[label] = {key for key in g.expected[label] if assigned[key].group != label}
+        live = [key for key in movers_of[label] if sid_of(key) not in excluded]
+        if live:
+            into[assigned[live[0]].group].append(label)
+    unchecked = 0
+    for target, sources in sorted(into.items()):
+        moved_on = any(assigned[key].group != target for key in g.expected.get(target, ()))
+        if len(sources) != 1 or moved_on:
+            unchecked += len(sources)
+            continue
+        [source] = sources
+        movers = movers_of[source]
+        told = next(assigned[key].members for key in movers if sid_of(key) not in excluded)
+        _nearest(g, r, check, source, target, movers, set(told) - movers)
+    if unchecked:
+        check.notes.append(f"{unchecked} merge(s) into a group that took several merges or moved on: which group was "
+                           "nearest is not checked without the shuffle_starts")
