@@ -38,6 +38,7 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "direct-no-go": "coutil.adversary.subjects:DirectNoGo",
     "bad-key": "coutil.adversary.subjects:BadKey",
     "keys-ahead": "coutil.adversary.subjects:KeysAhead",
+    "hide-submit": "coutil.adversary.subjects:HideSubmit",
 }
 
 #: Collector strategies: name -> "module:class".

@@ -38,9 +38,9 @@ from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_core import SubjectRun
 
 __all__ = [
-    "BadKey", "Copycat", "DirectNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner", "KeySplit",
-    "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent", "SubjectStrategy", "Tamper",
-    "UnsolicitedBlame", "Withhold",
+    "BadKey", "Copycat", "DirectNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner", "HideSubmit",
+    "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent", "SubjectStrategy",
+    "Tamper", "UnsolicitedBlame", "Withhold",
 ]
 
 
@@ -242,6 +242,42 @@ class FalseComplaint(SubjectStrategy):
             run.votes[self.public_key] = message
             run.my_vote = False
         return super()._emit(topic, message)
+
+
+class HideSubmit(FalseComplaint):
+    """Keeps her submission from the collector, then votes no-go, so that re-execution lacks its input
+    (found by a reviewer: with the rule that a blame the collector cannot resolve runs the group again,
+    then excludes it whole, one member got her whole group excluded). ``via = "withhold"``: her per-round
+    key drawn until it sorts first (mixer 1 of every run), she mixes her own submission without ever
+    publishing it (an ACL-compliant member can); ``via = "inbox"``: she sends it to mixer 1's inbox, which
+    mixer 1 reads (relays come there) and the collector does not (the shipped ACL forbids it: the
+    in-memory bus has none)."""
+
+    NAME = "hide-submit"
+    PARAMS: ClassVar[dict[str, object]] = {"via": "withhold"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"via": ("withhold", "inbox")}
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        if self.param_str("via") == "withhold":
+            while self.public_key[0] != 0:  # a key that sorts first: she is mixer 1 of her group's runs
+                self._identity = crypto.SigningKey.generate(self._rng)
+                self.public_key = self._identity.public
+            self.sid = self.client_id = topics.sid_of(self.public_key)
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        out = super()._emit(topic, message)
+        run = self._run
+        if not isinstance(message, Submit) or run is None or self._round_id is None:
+            return out
+        if self.param_str("via") == "inbox":
+            self.deviated = True
+            return Outgoing(topics.inbox(self._round_id, run.members[0]), out.payload)
+        if run.members[0] == self.public_key:
+            self.deviated = True
+            # Published where nobody listens: she mixes it herself all the same.
+            return Outgoing(topics.subject_up(self._round_id, self.public_key) + "/withheld", out.payload)
+        return out
 
 
 class UnsolicitedBlame(SubjectStrategy):

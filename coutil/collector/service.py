@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from coutil.collector.storage import CollectorStore, StoredRegistration
+from coutil.collector.storage import CollectorStore, StoredRegistration, StoredRound
 from coutil.errors import InputError
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
@@ -266,6 +266,13 @@ class OpenedRound:
     how: str
 
 
+def _reannounced(config: RoundConfig, identity: crypto.SigningKey, secret: bytes, stored: StoredRound) -> bytes:
+    """The announce a resumed round would publish (a throwaway node, the same seed and start time)."""
+    probe = CollectorNode(config, identity=identity, rng=round_rng(secret, stored.round_id), round_id=stored.round_id)
+    out = probe.start(stored.created_at, started_at=stored.created_at)
+    return next(o.payload for o in out if o.topic == topics.ANNOUNCE)
+
+
 def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: float, *,
                pool: WorkPool = SERIAL_POOL) -> OpenedRound:
     """Resume the newest unfinished round when possible, else abort it and create a new one.
@@ -280,10 +287,17 @@ def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: f
             stored_config = RoundConfig.from_mapping(stored.params)
             node = CollectorNode(stored_config, identity=identity, rng=round_rng(secret, stored.round_id),
                                  round_id=stored.round_id, pool=pool)
-            resume = (stored.created_at, stored.registrations)
-            return OpenedRound(PersistentCollector(node, store, resume=resume), "resumed")
-        store.set_phase(stored.round_id, "aborted", now)
-        how = f"new after aborting {stored.round_id.hex()}"
+            # Every run's membership digest starts from the announce's digest (SPEC §8.4): resumed under
+            # an announce its subjects did not register on (a coutil upgraded in between, whose manifest
+            # lists another field), every run would be a split view. Such a round is aborted.
+            if _reannounced(stored_config, identity, secret, stored) == stored.announce:
+                resume = (stored.created_at, stored.registrations)
+                return OpenedRound(PersistentCollector(node, store, resume=resume), "resumed")
+            store.set_phase(stored.round_id, "aborted", now)
+            how = f"new after aborting {stored.round_id.hex()} (this coutil would announce it otherwise)"
+        else:
+            store.set_phase(stored.round_id, "aborted", now)
+            how = f"new after aborting {stored.round_id.hex()}"
     round_id = SystemRandom().bytes(16)
     node = CollectorNode(config, identity=identity, rng=round_rng(secret, round_id), round_id=round_id, pool=pool)
     return OpenedRound(PersistentCollector(node, store), how)

@@ -431,13 +431,6 @@ class CollectorNode(CollectorCore):
     def _on_fetch(self, message: Fetch, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "fetch from a subject not in the roster")
-        # Answered at most once per half retry interval (an honest subject asks again after a whole one):
-        # a subject re-sending her signed fetch in a loop would otherwise have the collector publish
-        # the whole release to her inbox as often (84x her bytes at n = 200).
-        answered = self._fetch_answered.get((message.sender, message.what))
-        if answered is not None and now - answered < self.config.retry_interval / 2:
-            raise RemoteProtocolError("duplicate", f"{message.what!r} answered {now - answered:.3f} s ago",
-                                      ignore=True)
         # Bulletins (retained for everyone) are re-sent to the asker's inbox: a retained delivery can
         # be lost too (a broker drops QoS 1 messages to a slow subscriber).
         bulletin = {"release": self._release_out, "roster": self._roster_out}.get(message.what)
@@ -447,7 +440,15 @@ class CollectorNode(CollectorCore):
             answer = self._assign_msgs[message.sender]
         else:
             raise RemoteProtocolError("early", f"nothing to send for {message.what!r} yet", ignore=True)
-        self._fetch_answered[(message.sender, message.what)] = now
+        # The same answer at most once per half retry interval (an honest subject asks again after a whole
+        # one; a new answer, such as the assign of a merge, goes at once): a subject re-sending her signed
+        # fetch in a loop would otherwise have the collector publish the whole release to her inbox as
+        # often (84x her bytes at n = 200).
+        last = self._fetch_answered.get((message.sender, message.what))
+        if last is not None and last[1] == answer.payload and now - last[0] < self.config.retry_interval / 2:
+            raise RemoteProtocolError("duplicate", f"{message.what!r} answered {now - last[0]:.3f} s ago",
+                                      ignore=True)
+        self._fetch_answered[(message.sender, message.what)] = (now, answer.payload)
         return [answer]
 
     # ------------------------------------------------------------------ results

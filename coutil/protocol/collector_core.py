@@ -98,8 +98,9 @@ class CollectorCore:
         self._events: list[CollectorEvent] = []
         self._resend = Resender(config.retry_interval, config.step_timeout / 4)
         self._registrations: dict[bytes, Registration] = {}
-        #: (subject, what) -> when her fetch was last answered (a fetch is answered once per half retry interval).
-        self._fetch_answered: dict[tuple[bytes, str], float] = {}
+        #: (subject, what) -> when her fetch was last answered, and with what (the same answer goes at most
+        #: once per half retry interval).
+        self._fetch_answered: dict[tuple[bytes, str], tuple[float, bytes]] = {}
         self._order: list[bytes] = []  # roster order (sorted keys)
         self._tree: merkle.MerkleTree | None = None
         self._qi_matrix: np.ndarray | None = None

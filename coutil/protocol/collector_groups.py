@@ -50,9 +50,6 @@ from coutil.protocol.shuffle import (
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
 #: One subject's confidential values, as opened from a final batch.
 Record: TypeAlias = tuple[float, ...]
-#: Runs in a row whose blame the collector cannot resolve (it lacks messages of the run) before it gives
-#: the group up (SPEC §4 share.6): one re-run covers a loss; more is a broker dropping on purpose.
-INCONCLUSIVE_RUNS = 2
 
 
 @dataclass
@@ -109,8 +106,6 @@ class GroupState:
     suspended: bool = False
     #: The run's membership digest (SPEC §8.4) as every member must state it.
     members_digest: bytes = b""
-    #: Blames in a row the collector could not resolve for lack of the run's messages.
-    inconclusive_runs: int = 0
 
     # -------------------------------------------------------------- runs
     def new_run(
@@ -261,7 +256,10 @@ class GroupState:
             and len({v.keys_digest for v in self.data.votes.values()}) == 1
 
     def blame_complete(self) -> bool:
-        return self.no_go and len(self.data.blames) == len(self.members)
+        """Every member blamed, and the collector holds every submission and run key: re-execution can
+        name whoever deviated (SPEC §4 share.6)."""
+        d, n = self.data, len(self.members)
+        return self.no_go and len(d.blames) == n and len(d.submissions) == n and len(d.keys) == n
 
     def unjustified_blamers(self) -> list[bytes]:
         """Members who blamed although every member voted go on the final batch (SPEC §4 share.6)."""
@@ -275,7 +273,11 @@ class GroupState:
         d = self.data
         members = self.members
         if self.no_go:
-            return [m for m in members if m not in d.blames]
+            # Re-execution needs every member's submission and keys too: members re-send their submission
+            # with their blame, so a member whose own is still missing (mixer 1 who mixed hers without
+            # publishing it, a member who sent it where the collector does not read) is the one missing.
+            return [m for m in members if m not in d.blames] \
+                or [m for m in members if m not in d.submissions or m not in d.keys]
         if self.ready:
             return [m for m in members if m not in d.reveals] if self.reveal_sent else []
         if self.final_batch is not None:
@@ -328,15 +330,10 @@ class GroupState:
         d = self.data
         voters = [m for m, v in d.votes.items() if not v.go]
         if len(d.submissions) < len(self.members) or len(d.keys) < len(self.members):
-            # The collector lacks some of the run's messages (a broker that lost them): it cannot tell who
-            # deviated, so it blames nobody (blaming the no-go voters would exclude the victims of a
-            # tamperer). The group runs again; after INCONCLUSIVE_RUNS such runs in a row every member is
-            # excluded `blame_inconclusive` (liveness: what such a broker can always do).
-            self.inconclusive_runs += 1
-            if self.inconclusive_runs < INCONCLUSIVE_RUNS:
-                return BlameResult((), "incomplete transcript: the group runs again")
-            return BlameResult(tuple((m, "blame_inconclusive") for m in self.members), "incomplete transcript")
-        self.inconclusive_runs = 0
+            # Not reached (`blame_complete` waits for them; at the deadline the members whose are missing
+            # are excluded `silent`). Never blame the no-go voters for a gap: they would be a tamperer's
+            # honest victims.
+            return BlameResult((), "incomplete transcript: the group runs again")
         return assign_blame(
             self.members,
             {m: k[0] for m, k in d.keys.items()},

@@ -107,6 +107,8 @@ class SubjectRun:
     reveal_open: bool = False
     #: The final batch a reveal_open that came before hers named (compared once she has it).
     reveal_open_digest: bytes | None = None
+    #: Her submission as published (re-sent with her blame).
+    my_submit: Outgoing | None = None
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
@@ -500,6 +502,7 @@ class SubjectCore:
             # To the first mixer alone (the collector reads it too): nobody else needs it.
             msg = self._publish_to(members[0], Submit(rid, me, group, run.number, onion,
                                                       inner_commitment(run.my_sealed, run.my_salt)))
+            run.my_submit = msg
             self._resend.arm(("submit", run.number), msg, now)
             out.append(msg)
         # 2. My turn to mix: peel my layer from the previous step's items and permute.
@@ -517,7 +520,9 @@ class SubjectCore:
         # mixer's batch, if it reaches me, my batch. The final batch itself is re-sent until
         # reveal_open: the collector needs it to open the records.
         # reveal_open acknowledges the final batch: the collector holds it and every member voted go on it.
-        if (step < g and (step + 1 in run.batches or g in run.batches)) or run.reveal_open:
+        # (A reveal_open only once it names her final batch: an early one naming another stops nothing.)
+        opened_on_mine = run.reveal_open and run.final_digest is not None and run.reveal_open_digest == run.final_digest
+        if (step < g and (step + 1 in run.batches or g in run.batches)) or opened_on_mine:
             self._resend.cancel(("batch", run.number))
         # Any batch acknowledges my keys and submission: mixer 1 peeled every member's submission,
         # and every member built hers with all members' keys. Mixer 1 learns it from the submissions.
@@ -612,4 +617,10 @@ class SubjectCore:
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
         self._event(BlameSent(now, self.sid, self._group, run.number))
-        return [msg]
+        if run.my_submit is None:
+            return [msg]
+        # Her submission again, the same bytes where it went: re-execution needs every member's, and the
+        # collector may lack hers (lost, or hidden by a broker); a member whose own is still missing at
+        # the deadline is the one excluded (`silent`), never the no-go voters (SPEC §4 share.6).
+        self._resend.arm(("blame_submit", run.number), run.my_submit, now)
+        return [msg, run.my_submit]

@@ -187,20 +187,40 @@ def test_a_key_split_carried_by_a_colluding_broker_opens_nothing(seed: int) -> N
     assert broker["leak"] == [] and p.section["honest_baseline_leak"] == 0
 
 
+def _old_blame_rules(monkeypatch: pytest.MonkeyPatch, *, whole_group: bool) -> None:
+    """The collector's rules before: a blame resolved once every member blamed, whatever it lacked, and
+    on a gap the no-go voters excluded (``whole_group``: every member, the rule of f49165b)."""
+    from coutil.protocol import collector_groups
+    from coutil.protocol.shuffle import BlameResult
+
+    resolve = collector_groups.GroupState.blame
+
+    def blame(self: collector_groups.GroupState, round_id: bytes) -> BlameResult:
+        d = self.data
+        if len(d.submissions) == len(d.keys) == len(self.members):
+            return resolve(self, round_id)
+        culprits = self.members if whole_group else [m for m, v in d.votes.items() if not v.go]
+        return BlameResult(tuple((m, "blame_inconclusive") for m in culprits), "incomplete transcript")
+
+    monkeypatch.setattr(collector_groups.GroupState, "blame_complete",
+                        lambda self: self.no_go and len(self.data.blames) == len(self.members))
+    monkeypatch.setattr(collector_groups.GroupState, "blame", blame)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_tamperer_whose_broker_hides_the_submissions_gets_no_honest_member_blamed(seed: int) -> None:
-    """``tamper`` with the broker strategy ``hide-submits`` (the collector never gets a submission): the
-    collector cannot re-execute the run. Before, it excluded the no-go voters (``blame_inconclusive``):
-    the tamperer's honest victims went and she stayed, released. Now it blames nobody and runs the group
-    again; when it still cannot tell, the whole group goes (liveness, what such a broker can always do):
-    no honest member is attributed anything, the tamperer is not released, no group is below k."""
+def test_a_tamperer_whose_broker_hides_the_submissions_gets_no_honest_member_attributed(seed: int) -> None:
+    """``tamper`` with the broker strategy ``hide-submits`` (the collector never gets a submission, not even
+    the copies members re-send with their blame): re-execution cannot run. Before, the collector excluded
+    the no-go voters (``blame_inconclusive``): the tamperer's honest victims went and she was released.
+    Now a blame waits for every submission, and at the deadline the members whose submission is missing
+    are excluded ``silent``: her group goes as a whole, as any member a broker cuts off (liveness), nobody is
+    attributed a deviation, she is not released, no group is below k."""
     p = play({"subjects": [{"strategy": "tamper", "rows": [4]}], "broker": "hide-submits"}, seed=seed)
     tamperer = p.sid(4)
     excluded = p.excluded()
-    assert p.outcome.completed and excluded.get(tamperer) == "blame_inconclusive"
+    assert p.outcome.completed and excluded.get(tamperer) == "silent"
     honest_excluded = {sid: reason for sid, reason in excluded.items() if sid != tamperer}
-    assert set(honest_excluded.values()) <= {"blame_inconclusive"} and len(honest_excluded) <= CONFIG.k
-    # The tamperer's group went as a whole: none of its records is released.
+    assert honest_excluded and set(honest_excluded.values()) <= {"silent", "merged"}
     assert not (p.records([4]) & p.released())
     assert all(size >= CONFIG.k for size in p.outcome.group_sizes)
     (broker,) = p.entries("broker")
@@ -208,17 +228,34 @@ def test_a_tamperer_whose_broker_hides_the_submissions_gets_no_honest_member_bla
 
 
 def test_with_the_old_rule_the_honest_no_go_voters_are_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test above can fail: with the collector excluding the no-go voters on an incomplete transcript
-    (the rule before), honest members are excluded and the tamperer is released."""
-    from coutil.protocol import collector_groups
-    from coutil.protocol.shuffle import BlameResult
-
-    def old_blame(self: collector_groups.GroupState, round_id: bytes) -> BlameResult:
-        voters = [m for m, v in self.data.votes.items() if not v.go]
-        return BlameResult(tuple((m, "blame_inconclusive") for m in voters), "incomplete transcript")
-
-    monkeypatch.setattr(collector_groups.GroupState, "blame", old_blame)
+    """The test above can fail: with the collector's rule before (on a gap, the no-go voters excluded),
+    honest members are excluded ``blame_inconclusive`` and the tamperer is released."""
+    _old_blame_rules(monkeypatch, whole_group=False)
     p = play({"subjects": [{"strategy": "tamper", "rows": [4]}], "broker": "hide-submits"}, seed=SEEDS[1])
     tamperer = p.sid(4)
     assert tamperer not in p.excluded() and p.records([4]) & p.released()
     assert any(reason == "blame_inconclusive" for sid, reason in p.excluded().items() if sid != tamperer)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("via", ["withhold", "inbox"])
+def test_a_member_who_keeps_her_submission_from_the_collector_is_the_one_excluded(via: str, seed: int) -> None:
+    """``hide-submit`` (honest broker): she keeps her submission from the collector (mixer 1 of every run,
+    mixing it without publishing it; or sending it to mixer 1's inbox, which the collector does not read)
+    and votes no-go. Found by a reviewer: under the rule that a gap re-runs the group and then excludes it
+    whole, her whole group went. Now the blame waits for every submission (the honest members re-send
+    theirs with their blame) and at the deadline she alone is missing: excluded ``silent``, no honest
+    member excluded, the round completes."""
+    p = play({"subjects": [{"strategy": "hide-submit", "rows": [5], "via": via}]}, seed=seed)
+    (entry,) = p.entries("subject")
+    assert entry["deviated"] and entry["excluded"] and entry["leak"] == []
+    assert p.excluded()[entry["node"]] == "silent"
+    assert p.section["honest_excluded"] == {} and p.outcome.completed
+    assert all(v["accept"] for v in p.verdicts().values())
+
+
+def test_with_the_rule_of_f49165b_her_whole_group_is_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above can fail: with a gap excluding every member, honest members go with her."""
+    _old_blame_rules(monkeypatch, whole_group=True)
+    p = play({"subjects": [{"strategy": "hide-submit", "rows": [5]}]}, seed=SEEDS[0])
+    assert any(reason == "blame_inconclusive" for reason in p.section["honest_excluded"])

@@ -112,6 +112,22 @@ def test_crash_during_registration_resumes_the_round(tmp_path: Path) -> None:
     assert len(out.read_text().splitlines()) == N + 1
 
 
+def test_a_round_this_coutil_would_announce_otherwise_is_aborted_not_resumed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run's membership digest starts from the announce's digest (SPEC §8.4): a round resumed under
+    another announce than the one its subjects registered on (a coutil upgraded between the crash and the
+    restart, whose manifest lists another field) would be a split view in every run. It is aborted."""
+    world = _world(tmp_path)
+    assert world.bus.run_until(until=100.0, predicate=lambda: BOUNDARIES["registration"](world)) == "predicate"
+    store = _crash(world)
+    manifest = RoundConfig.manifest
+    monkeypatch.setattr(RoundConfig, "manifest", lambda self: (*manifest(self), ("added_later", "1")))
+    opened = open_round(store, world.secret, CONFIG, world.bus.now + 1.0)
+    assert opened.how.startswith("new after aborting") and "announce it otherwise" in opened.how
+    assert opened.collector.round_id != world.service.round_id
+    assert store.load_round(world.service.round_id).phase == "aborted"
+
+
 @pytest.mark.parametrize("boundary", ["sharing", "released", "auditing"])
 def test_crash_after_registration_aborts_cleanly_and_announces_a_new_round(tmp_path: Path, boundary: str) -> None:
     world = _world(tmp_path)

@@ -323,7 +323,9 @@ def test_on_a_topic_towards_her_a_member_takes_only_what_is_meant_for_her_alone(
 
 def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_key_are_no_crash() -> None:
     """A run number beyond 32 bits (the digests encode 64-bit integers, SPEC §8.4) is an ordinary
-    (refused) run; an announce with a round key of small order leaves the subject out (incompatible)."""
+    (refused) run; an announce with a round key of small order, or with k below her floor, leaves the subject
+    out (incompatible)."""
+    from coutil.protocol.events import SubjectIncompatible
     from coutil.protocol.messages import Announce, ShuffleStart
     from coutil.protocol.states import SubjectState
 
@@ -342,13 +344,24 @@ def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_ke
         announce = dataclasses.replace(message, params=dataclasses.replace(message.params, collector_kx=collector_kx))
         fresh.receive(topics.ANNOUNCE, codec.encode(announce, identity), 0.0)
         assert fresh.state == state, (fresh.state, fresh.rejections)
+    # k = 1 (every record released as it is): below her floor she does not take part, unless her own
+    # floor is 1 (a simulation whose experimenter chose k = 1).
+    one = dataclasses.replace(message, params=dataclasses.replace(message.params, k=1))
+    for floor, state in ((None, SubjectState.INCOMPATIBLE), (1, SubjectState.REGISTERING)):
+        extra = {} if floor is None else {"min_k": floor}
+        fresh = SubjectNode(collector_key=identity.public, qi=node._qi, confidential=node._confidential,
+                            rng=SeededRandom(4), **extra)
+        out = fresh.receive(topics.ANNOUNCE, codec.encode(one, identity), 0.0)
+        assert fresh.state == state and (out == []) == (state == SubjectState.INCOMPATIBLE)
+        assert [e.reason for e in fresh.drain_events() if isinstance(e, SubjectIncompatible)] == \
+            (["k_below_floor"] if floor is None else [])
 
 
 def test_a_fetch_is_answered_once_per_half_retry_interval_not_once_per_copy() -> None:
     """A subject re-sending one signed fetch("release") in a loop had the collector publish the whole
     release to her inbox as often (84x her bytes at n = 200, found by an attacker): now the copies within
-    half a retry interval of an answer are IGNORE ``duplicate``; an honest subject asks again after a
-    whole one and is answered."""
+    half a retry interval of the same answer are IGNORE ``duplicate``; an honest subject asks again after a
+    whole one and is answered (and a new answer, such as a merge's assign, would go at once)."""
     target, _ = _plan()
     played = _build(None)
     played.bus.run_until(until=500.0, predicate=lambda: played.collector.finished)
