@@ -110,6 +110,15 @@ class Forge:
 
 
 
+def _saved_and_failing(forge: Forge, run: Run, capsys: pytest.CaptureFixture[str], check: str) -> str:
+    """The forged transcript saved, `coutil verify` exits 3 with ``check`` among the failures: its problems."""
+    forge.save()
+    code, result, _ = verify(run.directory, capsys)
+    problems = failed(result)
+    assert code == 3 and check in problems, problems
+    return " ".join(problems[check])
+
+
 def _only_failure(run: Run, capsys: pytest.CaptureFixture[str], check: str) -> list[str]:
     """`coutil verify` on the forged run: exit 3 with ``check`` the one failed check; its problems."""
     code, result, _ = verify(run.directory, capsys)
@@ -279,11 +288,7 @@ def test_a_statement_for_a_group_that_does_not_exist_proves_no_exclusion(
     forge, victim = _drop_a_member(run, "silent")
     s0 = forge.starts[0]
     forge.starts.append(dataclasses.replace(s0, group=999, run=0, members=(), excluded=((victim, "merged"),)))
-    forge.save()
-    code, result, _ = verify(run.directory, capsys)
-    problems = failed(result)
-    assert code == 3 and "exclusion_evidence" in problems, problems
-    text = " ".join(problems["exclusion_evidence"])
+    text = _saved_and_failing(forge, run, capsys, "exclusion_evidence")
     assert "group 999" in text and "only `merged` statements" in text
 
 
@@ -296,11 +301,7 @@ def test_a_merged_statement_in_a_real_group_of_a_member_never_in_it_is_caught(
     runs = [s.run for s in forge.starts if s.group == other]
     forge.starts.append(ShuffleStart(forge.starts[0].round_id, forge.starts[0].sender, other, max(runs) + 1, (),
                                      ((victim, "merged"),), forge.starts[0].deadline + 100))
-    forge.save()
-    code, result, _ = verify(run.directory, capsys)
-    problems = failed(result)
-    assert code == 3 and "exclusion_evidence" in problems, problems
-    text = " ".join(problems["exclusion_evidence"])
+    text = _saved_and_failing(forge, run, capsys, "exclusion_evidence")
     assert "not a member of run" in text and "excluded as merged in the summary" in text
 
 
