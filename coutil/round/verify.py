@@ -415,11 +415,34 @@ def _check_verdicts(r: VerifiedRound, check: Check) -> None:
         check.notes.append(f"{len(r.verdicts)} verdicts, each bound to this release and roster")
 
 
+#: Complaints a signed suppression of the complainant's group explains (SPEC §4: a group that loses a
+#: member at the reveal is suppressed; those who revealed complain excluded_after_reveal, the others not_included).
+SUPPRESSION_COMPLAINTS = frozenset({"not_included", "excluded_after_reveal"})
+
+
+def _suppressed_by_statement(r: VerifiedRound) -> set[bytes]:
+    """Members a signed closing shuffle_start (no members) of their group (their assign's) names `suppressed`."""
+    if not r.transcript.shuffle_starts_included:
+        return set()
+    group_of = {a.subject: a.group for a in r.assigns}
+    return {key for s in r.runs().values() if not s.members for key, reason in s.excluded
+            if reason == "suppressed" and group_of.get(key) == s.group}
+
+
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
-    reasons = Counter(v.reason for v in r.verdicts if not v.accept)
+    """Every complaint is a failure, except a `not_included` or `excluded_after_reveal` one from a member
+    whom a signed closing shuffle_start of her group names `suppressed` (reported in the notes)."""
+    suppressed = _suppressed_by_statement(r)
+    explained = Counter(v.reason for v in r.verdicts
+                        if not v.accept and v.reason in SUPPRESSION_COMPLAINTS and v.sender in suppressed)
+    reasons = Counter(v.reason for v in r.verdicts if not v.accept) - explained
     for reason, count in sorted(reasons.items()):
         meaning = COMPLAINT_MEANING.get(reason, "a reason code this auditor does not know")
         check.fail(f"{count} subject{'s' if count > 1 else ''} complained {reason}: {meaning}")
+    for reason, count in sorted(explained.items()):
+        check.notes.append(f"{count} subject{'s' if count > 1 else ''} complained {reason}, each a member of a group "
+                           "its signed closing shuffle_start suppressed (a dropout at the reveal, not a deviation)")
+    reasons = Counter(v.reason for v in r.verdicts if not v.accept)
     accepted = sum(1 for v in r.verdicts if v.accept)
     if check.status == "pass":
         check.notes.append(f"{accepted} of {len(r.verdicts)} verdicts accept")

@@ -59,7 +59,7 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
     """With the signed shuffle_starts (else skipped: the exclusions are then the collector's unsigned word):
 
     - one shuffle_start per (group, run), for a group below the roster's group count, runs numbered
-      from 0 without a gap, every run (one with members) of at least k members;
+      from 0 without a gap, every run (one with members) of at least k members, sorted and distinct;
     - every run is the one before it minus the members its statement excludes, plus members stated
       `merged` elsewhere; none follows a closing shuffle_start; no statement excludes a member it keeps;
     - every statement names a member of the run before it (`silent`: issued no sooner than that run's
@@ -89,6 +89,9 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
         if n_groups is not None and group >= n_groups:
             check.fail(f"a shuffle_start of group {group} run {run}: the roster has {n_groups} groups")
             continue
+        if list(s.members) != sorted(set(s.members)):
+            check.fail(f"group {group} run {run}: its members unsorted or repeated (honest members refuse such a "
+                       "shuffle_start: bad_shuffle_start)")
         if s.members and len(s.members) < r.k:
             check.fail(f"group {group} run {run} has {len(s.members)} members, below k = {r.k} (run_below_k)")
         previous = runs.get((group, run - 1))
@@ -98,6 +101,17 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
             _check_run_follows(group, run, s, previous, merged_in, check)
         for key, reason in s.excluded:
             _check_statement(r, check, s, previous, key, reason)
+    # A member is in one group's last run at most: her record is released in one group (a victim added to a
+    # second group's run, as merged, is a record of hers the collector holds twice over).
+    last: dict[int, ShuffleStart] = {}
+    for (group, _run), s in sorted(runs.items()):
+        last[group] = s
+    in_last: dict[bytes, int] = {}
+    for group, s in sorted(last.items()):
+        for key in s.members:
+            if key in in_last:
+                check.fail(f"{sid_of(key)} is in the last run of group {in_last[key]} and of group {group}")
+            in_last.setdefault(key, group)
     by_sid = {sid_of(key): (key, items) for key, items in r.statements().items()}
     after_reveal = {sid_of(key) for key in r.post_reveal_blamers()}
     stated = classes = exempt = 0

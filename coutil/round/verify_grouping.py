@@ -43,6 +43,8 @@ class _Grouping:
     #: Per group, the members whose records its release must hold (`VerifiedRound.record_holders`).
     sure: Mapping[int, set[bytes]]
     assigned: dict[bytes, Assign]
+    #: Per group, the members whose records its release may hold (`VerifiedRound.record_holders`).
+    maybe: Mapping[int, set[bytes]]
     #: The signed runs of each group, in run order.
     runs_of: dict[int, list[ShuffleStart]]
     untouched: list[int] = field(default_factory=list)
@@ -61,14 +63,20 @@ class _Grouping:
         return self.mean(members)
 
 
-def _untouched(g: _Grouping, k: int) -> list[int]:
+def _untouched(g: _Grouping, k: int, r: VerifiedRound) -> list[int]:
     """Groups certainly sealed, with MDAV's centroid, at every merge: each of their MDAV members is
     assigned to them and holds a released record, and each member was told exactly MDAV's member list.
     Such a group never lost a member nor took one in (so it was never dissolved), and no group is
-    opened before every merge is done (the reveal barrier, SPEC §4 share.7)."""
+    opened before every merge is done (the reveal barrier, SPEC §4 share.7). A member whose record the
+    release may hold (`blamed_unsolicited` without the shuffle_starts) counts as holding one when her
+    group's release holds as many records as MDAV's members."""
     out = []
+    released = dict(zip(r.release.group_ids, r.release.group_sizes, strict=False)) if r.release is not None else {}
     for label, members in g.expected.items():
-        if len(members) < k or g.sure.get(label, set()) != set(members):
+        holders = g.sure.get(label, set())
+        if released.get(label) == len(members):
+            holders = holders | g.maybe.get(label, set())
+        if len(members) < k or holders != set(members):
             continue
         if all(key in g.assigned and g.assigned[key].group == label and g.assigned[key].members == tuple(members)
                for key in members):
@@ -82,6 +90,11 @@ def _nearest(g: _Grouping, r: VerifiedRound, check: Check, source: int, target: 
     (its centroid while it had ``target_before``), nor as near with a lower number."""
     if not target_before:
         check.fail(f"group {source}'s members moved to group {target}, which had no members left")
+        return
+    unknown = sorted((movers | target_before) - g.index.keys())
+    if unknown:
+        check.fail(f"group {source}'s merge into group {target} names {', '.join(sid_of(key) for key in unknown)}, "
+                   "not on the roster")
         return
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
@@ -126,7 +139,11 @@ def _check_merge_source(g: _Grouping, r: VerifiedRound, check: Check, label: int
     assigned = g.assigned
     excluded = r.transcript.exclusions
     live = g.sure.get(label, set())
-    targets = {assigned[key].group for key in moved if sid_of(key) not in excluded}
+    # Where every mover went: members excluded since may have been left behind by a later merge, but a
+    # mover whose record the release must hold (a blame after the reveal_open exempts her from a statement)
+    # is where her assign says: a victim split off from her fellow movers to a group of the collector's choosing.
+    holders = set().union(*g.sure.values()) if g.sure else set()
+    targets = {assigned[key].group for key in moved if key in holders or sid_of(key) not in excluded}
     stayed = [key for key in members if assigned[key].group == label]
     ok = True
     if len(targets) > 1:
@@ -223,8 +240,9 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
     runs_of: dict[int, list[ShuffleStart]] = defaultdict(list)
     for (label, _run), s in sorted(r.runs().items()):
         runs_of[label].append(s)
-    g = _Grouping(keys, matrix, expected, centres, r.record_holders()[0], assigned, runs_of)
-    g.untouched = _untouched(g, params.k)
+    sure, maybe = r.record_holders()
+    g = _Grouping(keys, matrix, expected, centres, sure, assigned, maybe, runs_of)
+    g.untouched = _untouched(g, params.k, r)
     merged: list[int] = []
     for label, members in sorted(expected.items()):
         if len(members) < params.k:

@@ -284,7 +284,10 @@ def check_roster(r: VerifiedRound, check: Check) -> None:
             check.fail(f"subject {sid_of(a.subject)}'s leaf index {a.leaf_index} outside a roster of {n}")
         if a.group >= r.roster.n_groups:
             check.fail(f"subject {sid_of(a.subject)} assigned group {a.group}, the roster has {r.roster.n_groups}")
-    suppressed = sum(1 for reason in r.transcript.exclusions.values() if reason == "suppressed_class")
+    # A class's members excluded `suppressed_class` after its run lost members have an assign: count each once.
+    assigned = {sid_of(key) for key in by_subject}
+    suppressed = sum(1 for sid, reason in r.transcript.exclusions.items()
+                     if reason == "suppressed_class" and sid not in assigned)
     if len(by_subject) + suppressed != n:
         check.fail(f"{len(by_subject)} assigns (+ {suppressed} suppressed classes' members) for a roster of {n}")
     ordered = sorted(by_subject.values(), key=lambda a: a.subject)
@@ -297,9 +300,14 @@ def check_roster(r: VerifiedRound, check: Check) -> None:
             if a.subject in keys and keys.index(a.subject) != a.leaf_index:
                 check.fail(f"subject {sid_of(a.subject)} at leaf {a.leaf_index}, her roster position is "
                            f"{keys.index(a.subject)}")
-    # The latest assigns of the live members must agree per group; an excluded member keeps the assign
-    # of the group she left (which may have merged since), so hers only has to be well-formed.
-    excluded = r.transcript.exclusions
+    # Every record holder's latest assign (`VerifiedRound.record_holders`: live members, and members exempt
+    # from a signed exclusion, whose records the release holds) must agree per group: one member list, one
+    # centroid. An excluded member keeps the assign of the group she left (which may have merged since), so
+    # hers only has to be well-formed; one whose record the release may hold (`blamed_unsolicited` without
+    # the shuffle_starts) may only list members whose assigns name her group.
+    sure, maybe = r.record_holders()
+    holders = set().union(*sure.values()) if sure else set()
+    maybe_holders = set().union(*maybe.values()) if maybe else set()
     members_of: dict[int, set[tuple[bytes, ...]]] = defaultdict(set)
     centroid_of: dict[int, set[tuple[float, ...]]] = defaultdict(set)
     for a in ordered:
@@ -309,9 +317,15 @@ def check_roster(r: VerifiedRound, check: Check) -> None:
             check.fail(f"group {a.group}: members unsorted or repeated")
         if len(a.members) < r.k:
             check.fail(f"group {a.group} assigned with {len(a.members)} members, below k = {r.k}")
-        if sid_of(a.subject) not in excluded:
+        if a.subject in holders:
             members_of[a.group].add(a.members)
             centroid_of[a.group].add(a.centroid)
+        elif a.subject in maybe_holders:
+            for m in a.members:
+                if m in by_subject and by_subject[m].group != a.group:
+                    check.fail(f"group {a.group}: {sid_of(a.subject)} (excluded blamed_unsolicited, her record maybe "
+                               f"released) was told a member list naming {sid_of(m)}, whose assign names group "
+                               f"{by_subject[m].group}")
     for group, views in sorted(members_of.items()):
         if len(views) > 1:
             check.fail(f"group {group}: its members were told {len(views)} different member lists (split view)")

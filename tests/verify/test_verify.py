@@ -42,18 +42,19 @@ class Run:
 
 
 def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNode, *, n: int = 21, seed: int = 3,
-              registrations: bool = True, sybils: int = 0, vanish: dict[int, float] | None = None) -> Run:
+              registrations: bool = True, sybils: int = 0, vanish: dict[int, float] | None = None,
+              config: RoundConfig = CONFIG) -> Run:
     """One in-memory round with ``collector_class``; its run directory (release.csv, manifest.json,
     transcript.json, ...) written by the round layer's own `write_outputs`. ``sybils``: that many more
     subjects (fabricate-members: identities the collector controls) register, then fall silent;
-    ``vanish``: subject index -> the time she vanishes (honest dropouts)."""
+    ``vanish``: subject index -> the time she vanishes (honest dropouts); ``config``: the round's."""
     vanish = vanish or {}
-    data = synthetic_dataset(n + sybils, CONFIG, seed)
-    qi = data.select(list(CONFIG.qi)).values
-    conf = data.select(list(CONFIG.confidential)).values
+    data = synthetic_dataset(n + sybils, config, seed)
+    qi = data.select(list(config.qi)).values
+    conf = data.select(list(config.confidential)).values
     root = SeededRandom(seed)
     rng = root.fork("collector")
-    collector = collector_class(CONFIG, identity=crypto.SigningKey.generate(rng.fork("identity")), rng=rng,
+    collector = collector_class(config, identity=crypto.SigningKey.generate(rng.fork("identity")), rng=rng,
                                 round_id=root.fork("round").bytes(16))
     recorder = TranscriptRecorder(collector)
     caches = SharedCaches()
@@ -65,7 +66,7 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
     for subject in subjects:
         bus.add_node(subject.sid, subject)
     for sybil in subjects[n:]:
-        bus.vanish(sybil.sid, CONFIG.register_window / 2)  # registered; never heard of again
+        bus.vanish(sybil.sid, config.register_window / 2)  # registered; never heard of again
     for index, when in vanish.items():
         bus.vanish(subjects[index].sid, when)
     bus.run_until(until=3000.0, predicate=lambda: collector.finished and all(
