@@ -6,14 +6,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.topics import sid_of
 from tests.verify.test_verify import CONFIG, Run, failed, run_round, verify
-from tests.verify.test_verify_forgeries import MERGE_ROUND, Forge, _saved_and_failing, distance, set_block_qi
+from tests.verify.test_verify_forgeries import MERGE_ROUND, Forge, _saved_and_failing, distance, move_to
 
 SAFEPUB = RoundConfig.from_mapping({
     "qi": ("age", "height"), "confidential": ("income",), "k": 4, "grouping": "safepub",
@@ -98,19 +97,8 @@ def _rerouted(run: Run) -> tuple[Forge, int, set[int]]:
                     if s.group == near else s for s in forge.starts]
     forge.starts.append(dataclasses.replace(far_runs[-1], run=far_runs[-1].run + 1, members=far_members, excluded=(),
                                             deadline=merge_run.deadline))
-    near_members = tuple(sorted(set(merge_run.members) - movers))
-    near_centroid, far_centroid = forge.mdav_centroid(near), forge.mean(far_members)
-    forge.assigns = [
-        dataclasses.replace(a, group=far, members=far_members, centroid=far_centroid) if a.subject in far_members
-        else dataclasses.replace(a, members=near_members, centroid=near_centroid) if a.group == near else a
-        for a in forge.assigns]
-    _, blocks = forge.blocks()
-    records = {forge.record(m) for m in movers}
-    moved = [row for row in blocks[near] if tuple(float(v) for v in row[2:]) in records]
-    blocks[near] = set_block_qi(np.array([row for row in blocks[near]
-                                          if tuple(float(v) for v in row[2:]) not in records]), near_centroid)
-    blocks[far] = set_block_qi(np.vstack([blocks[far], moved]), far_centroid)
-    forge.release(blocks)
+    move_to(forge, movers, near, far, tuple(sorted(set(merge_run.members) - movers)), far_members,
+            forge.mdav_centroid(near), forge.mean(far_members))
     return forge, far, (others | {near}) - {far}
 
 
@@ -177,18 +165,7 @@ def test_a_mover_split_off_to_a_group_of_colluders_is_caught(tmp_path: Path,
     forge.starts.append(dataclasses.replace(c_runs[-1], run=c_runs[-1].run + 1, members=c_members, excluded=(),
                                             deadline=merge_run.deadline + 0.5))
     n_members = tuple(sorted(set(merge_run.members) - {victim}))
-    n_centroid, c_centroid = forge.mean(n_members), forge.mean(c_members)
-    forge.assigns = [
-        dataclasses.replace(a, group=far, members=c_members, centroid=c_centroid) if a.subject in c_members
-        else dataclasses.replace(a, members=n_members, centroid=n_centroid) if a.group == near else a
-        for a in forge.assigns]
-    _, blocks = forge.blocks()
-    record = forge.record(victim)
-    row = [r for r in blocks[near] if tuple(float(v) for v in r[2:]) == record]
-    blocks[near] = set_block_qi(np.array([r for r in blocks[near] if tuple(float(v) for v in r[2:]) != record]),
-                                n_centroid)
-    blocks[far] = set_block_qi(np.vstack([blocks[far], row]), c_centroid)
-    forge.release(blocks)
+    move_to(forge, [victim], near, far, n_members, c_members, forge.mean(n_members), forge.mean(c_members))
     forge.doc["exclusions"] = {**forge.doc["exclusions"], sid_of(victim): "blamed_unsolicited"}
     forge.save()
     code, result, _ = verify(run.directory, capsys)

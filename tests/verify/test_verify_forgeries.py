@@ -136,6 +136,24 @@ def distance(a: Iterable[float], b: Iterable[float]) -> float:
     return float(np.sum((np.asarray(list(a)) - np.asarray(list(b))) ** 2))
 
 
+def move_to(forge: Forge, movers: Iterable[bytes], near: int, far: int, near_members: tuple[bytes, ...],
+            far_members: tuple[bytes, ...], near_centroid: tuple[float, ...], far_centroid: tuple[float, ...]) -> None:
+    """Re-sign the assigns and the release as if ``movers`` had gone to group ``far`` instead of ``near``."""
+    movers = set(movers)
+    forge.assigns = [
+        dataclasses.replace(a, group=far, members=far_members, centroid=far_centroid) if a.subject in far_members
+        else dataclasses.replace(a, members=near_members, centroid=near_centroid) if a.group == near else a
+        for a in forge.assigns]
+    _, blocks = forge.blocks()
+    records = {forge.record(m) for m in movers}
+    moved = [row for row in blocks[near] if tuple(float(v) for v in row[2:]) in records]
+    assert len(moved) == len(movers)
+    blocks[near] = set_block_qi(np.array([row for row in blocks[near]
+                                          if tuple(float(v) for v in row[2:]) not in records]), near_centroid)
+    blocks[far] = set_block_qi(np.vstack([blocks[far], moved]), far_centroid)
+    forge.release(blocks)
+
+
 # ------------------------------------------------------------------------------------------------ merges
 def test_an_honest_merge_verifies_with_and_without_the_shuffle_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,20 +224,8 @@ def test_a_merge_into_a_farther_group_than_the_nearest_is_caught(
                     if s.group == near else s for s in forge.starts]
     forge.starts.append(dataclasses.replace(far_runs[0], run=1, members=far_members, excluded=(),
                                             deadline=merge_run.deadline))
-    near_members = tuple(sorted(before))
-    near_centroid, far_centroid = forge.mdav_centroid(near), forge.mean(far_members)
-    forge.assigns = [
-        dataclasses.replace(a, group=far, members=far_members, centroid=far_centroid) if a.subject in far_members
-        else dataclasses.replace(a, members=near_members, centroid=near_centroid) if a.group == near else a
-        for a in forge.assigns]
-    _, blocks = forge.blocks()
-    records = {forge.record(m) for m in movers}
-    moved = [row for row in blocks[near] if tuple(float(v) for v in row[2:]) in records]
-    assert len(moved) == len(movers)
-    blocks[near] = set_block_qi(np.array([row for row in blocks[near]
-                                          if tuple(float(v) for v in row[2:]) not in records]), near_centroid)
-    blocks[far] = set_block_qi(np.vstack([blocks[far], moved]), far_centroid)
-    forge.release(blocks)
+    move_to(forge, movers, near, far, tuple(sorted(before)), far_members, forge.mdav_centroid(near),
+            forge.mean(far_members))
     forge.save()
     assert any("not the nearest group" in p for p in _only_failure(run, capsys, "grouping"))
 
