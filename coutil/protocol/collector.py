@@ -142,6 +142,7 @@ class CollectorNode(CollectorCore):
         self._params = params
         announce = Announce(self.round_id, self.public_key, params)
         self._announce_out = Outgoing(topics.ANNOUNCE, codec.encode(announce, self._identity), retain=True)
+        self._announce_digest = codec.payload_digest_of(self._announce_out.payload, self._limits)
         self._deadline = params.register_deadline
         # Re-published during registration: a retained message's delivery can be lost like any other,
         # and only subjects still waiting for a round subscribe to the announce topic.

@@ -133,6 +133,8 @@ class CollectorCore:
         self._phase_started: dict[str, float] = {}
         self._phase_times: dict[str, float] = {}
         self._announce_out: Outgoing | None = None
+        #: Its payload digest (set with it): every run's membership digest starts from it (SPEC §8.4).
+        self._announce_digest = b""
         self._now = 0.0
         self._outage = OutageWatch(outage_limit)
         #: When the announce left and the latest registration arrived (`_close_registration`).
@@ -154,9 +156,9 @@ class CollectorCore:
     @property
     def announce_digest(self) -> bytes:
         """The payload digest of its announce (SPEC §8.4: every run's membership digest starts from it)."""
-        if self._announce_out is None:
+        if not self._announce_digest:
             raise RuntimeError("the round has not been announced")
-        return codec.payload_digest_of(self._announce_out.payload, self._limits)
+        return self._announce_digest
 
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)

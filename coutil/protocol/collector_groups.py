@@ -327,13 +327,11 @@ class GroupState:
         return records
 
     def blame(self, round_id: bytes) -> BlameResult:
+        """Re-execute the run; only once `blame_complete` (a gap in the transcript names nobody: at the
+        deadline the members whose messages are missing are excluded `silent`, never the no-go voters)."""
         d = self.data
+        assert self.blame_complete(), "a blame is resolved only with every submission and run key"
         voters = [m for m, v in d.votes.items() if not v.go]
-        if len(d.submissions) < len(self.members) or len(d.keys) < len(self.members):
-            # Not reached (`blame_complete` waits for them; at the deadline the members whose are missing
-            # are excluded `silent`). Never blame the no-go voters for a gap: they would be a tamperer's
-            # honest victims.
-            return BlameResult((), "incomplete transcript: the group runs again")
         return assign_blame(
             self.members,
             {m: k[0] for m, k in d.keys.items()},
