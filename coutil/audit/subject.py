@@ -103,7 +103,8 @@ class ReleaseView:
     rows: NDArray[np.float64]
     n_qi: int
     group_slices: dict[int, slice]
-    index: RankIndex
+    #: None for an empty release (every group suppressed): nobody is in it, there is nothing to rank.
+    index: RankIndex | None
     #: Permutation distances of the random records, sorted ascending.
     null_distances: NDArray[np.int64]
     #: Smallest group (0 for an empty release).
@@ -172,9 +173,9 @@ def build_release_view(
     sizes = np.asarray(group_sizes, dtype=np.int64)
     first_row = np.repeat(np.cumsum(sizes) - sizes, sizes)
     single_qi_vector = bool(np.all(matrix[:, :n_qi] == matrix[first_row, :n_qi]))
-    index = RankIndex.build(matrix)
     n, m = matrix.shape
-    if random_records > 0 and n > 0:
+    index = RankIndex.build(matrix) if n else None
+    if random_records > 0 and index is not None:
         rng = np.random.default_rng(seed_of(digest))
         picks = rng.integers(0, n, size=(random_records, m))
         randoms = matrix[picks, np.arange(m)]
@@ -188,8 +189,11 @@ def build_release_view(
 
 def distances_and_variances(view: ReleaseView,
                             records: Sequence[Sequence[float]]) -> list[tuple[int, tuple[float, ...]]]:
-    """(d, v) of each whole record (QIs then confidential values) in the release, in one query."""
+    """(d, v) of each whole record (QIs then confidential values) in the release, in one query; (0, ())
+    each in an empty release, where `judge` says `not_included` before looking at d."""
     index = view.index
+    if index is None:
+        return [(0, ()) for _ in records]
     matrix = np.asarray(records, dtype=np.float64).reshape(len(records), -1)
     lo, hi = index.star(matrix)
     distances = np.asarray(index.nearest(lo, hi, want_ties=False).distance, dtype=np.int64)
@@ -259,6 +263,8 @@ def audit_subject(
     names them) of round ``round_id``: the verdict she sends in the round, recomputed by ``coutil
     audit --record-values``. A release whose groups do not cover its rows is ``malformed_release``."""
     matrix = np.asarray(rows, dtype=np.float64)
+    if matrix.size == 0:  # no rows: every group suppressed (a list of no rows has no second dimension)
+        matrix = matrix.reshape(0, len(columns))
     if matrix.ndim != 2 or matrix.shape[1] != len(columns):
         return MALFORMED
     digest = release_digest(round_id, columns, group_sizes, matrix)

@@ -358,6 +358,10 @@ def _audit_subject(
     round_file = None if manifest is None else load_round_manifest(manifest)
     if round_file is not None and columns is None:
         columns = ",".join(round_file.qi + round_file.confidential)
+    if round_file is not None and not round_file.group_sizes:
+        _audit_empty_release(round_file, manifest, release, record_values, group, json_output, params=_subject_params(
+            round_file, k=k, random=random, alpha=alpha, min_distance=min_distance))
+        return
     y = load_release(release, columns, ordinal)
     values = parse_record_values(record_values, y)
     if mapping is not None and mapping != "closest":
@@ -424,6 +428,44 @@ def _audit_subject(
                 "isolate you (protocol/SPEC.md section 3, Sybils)"
             )
     _report_check(check, json_output)
+
+
+def _audit_empty_release(round_file: RoundManifest, manifest: Path | None, release: Path, record_values: str,
+                         group: int | None, json_output: bool, *, params: AuditParams) -> None:
+    """Subject mode on a round whose every group was suppressed: release.csv is its header alone, and she is not
+    in it (`not_included`, SPEC §10), the verdict she gives in the round, by the same function."""
+    import csv
+
+    import numpy as np
+
+    from coutil.audit.inputs import parse_floats
+    from coutil.audit.subject import audit_subject, release_digest
+
+    names = round_file.qi + round_file.confidential
+    try:
+        with release.open(newline="", encoding="utf-8") as handle:
+            rows = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{release}: cannot read the release ({exc})") from exc
+    if not rows or tuple(cell.strip() for cell in rows[0]) != names or len(rows) > 1:
+        raise InputError(f"{release} is not the release of {manifest}: the round released no rows, "
+                         f"so release.csv must be the header {','.join(names)} alone")
+    digest = release_digest(round_file.round_id, names, (), np.zeros((0, len(names))))
+    if round_file.release_digest not in (None, digest):
+        raise InputError(f"{release} is not the release of {manifest}: its release_digest differs")
+    values = parse_floats(record_values, "--record-values")
+    if len(values) != len(names):
+        raise InputError(f"--record-values has {len(values)} values but the round has {len(names)} attributes "
+                         f"({', '.join(names)})")
+    n_qi = len(round_file.qi)
+    verdict = audit_subject(np.zeros((0, len(names))), round_id=round_file.round_id, columns=names, group_ids=(),
+                            group_sizes=(), qi=values[:n_qi], confidential=values[n_qi:], group=group,
+                            params=params)
+    if json_output:
+        emit_json({"verdict": verdict.to_dict(), "group": group, "release_digest": digest.hex(), "rows": 0})
+    else:
+        err_console.print(f"the release of round {round_file.round_id.hex()} has no rows (every group was "
+                          f"suppressed): verdict complain ({verdict.reason}); your record was not released")
 
 
 def _subject_params(

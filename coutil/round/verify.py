@@ -418,15 +418,19 @@ def _check_verdicts(r: VerifiedRound, check: Check) -> None:
 #: Complaints a signed suppression of the complainant's group explains (SPEC §4: a group that loses a
 #: member at the reveal is suppressed; those who revealed complain excluded_after_reveal, the others not_included).
 SUPPRESSION_COMPLAINTS = frozenset({"not_included", "excluded_after_reveal"})
+#: The exclusions of a closing shuffle_start that suppress a group: MDAV's at the reveal, SafePub's class that
+#: fell below k after its run (§9.1).
+SUPPRESSIONS = frozenset({"suppressed", "suppressed_class"})
 
 
 def _suppressed_by_statement(r: VerifiedRound) -> set[bytes]:
-    """Members a signed closing shuffle_start (no members) of their group (their assign's) names `suppressed`."""
+    """Members a signed closing shuffle_start (no members) of their group (their assign's) names `suppressed` or
+    `suppressed_class`."""
     if not r.transcript.shuffle_starts_included:
         return set()
     group_of = {a.subject: a.group for a in r.assigns}
     return {key for s in r.runs().values() if not s.members for key, reason in s.excluded
-            if reason == "suppressed" and group_of.get(key) == s.group}
+            if reason in SUPPRESSIONS and group_of.get(key) == s.group}
 
 
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
@@ -441,7 +445,7 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
         check.fail(f"{count} subject{'s' if count > 1 else ''} complained {reason}: {meaning}")
     for reason, count in sorted(explained.items()):
         check.notes.append(f"{count} subject{'s' if count > 1 else ''} complained {reason}, each a member of a group "
-                           "its signed closing shuffle_start suppressed (a dropout at the reveal, not a deviation)")
+                           "its signed closing shuffle_start suppressed (a dropout, not a deviation)")
     reasons = Counter(v.reason for v in r.verdicts if not v.accept)
     accepted = sum(1 for v in r.verdicts if v.accept)
     if check.status == "pass":

@@ -58,6 +58,15 @@ def test_the_verdict_on_a_hand_checked_release() -> None:
     assert _audit(sizes=(2, 2), rows=[[1.0], [1.0], [5.0], [5.0]]).reason == "malformed_release"
 
 
+def test_an_empty_release_is_not_one_she_is_in_not_a_malformed_one() -> None:
+    # Every group suppressed (SafePub classes that fell below k after their runs): no rows, no groups. She is
+    # not in it; random records cannot be drawn from nothing (p = 1, no evidence).
+    empty = _audit(dataclasses.replace(LOOSE, random_records=50), sizes=(), rows=np.zeros((0, 2)).tolist())
+    assert empty == SubjectAudit(False, "not_included", False, False, 0, 1.0, True, ())
+    assert _audit(sizes=(), rows=[]) == empty
+    assert _audit(sizes=(2,), rows=[]).reason == "malformed_release"  # a group of rows that are not there
+
+
 def test_a_group_whose_centroid_is_her_own_qis_is_noticed_locally() -> None:
     # Her QIs 1.2 are not her group's centroid 1.0: nothing to notice.
     assert not _audit().centroid_is_own_qi

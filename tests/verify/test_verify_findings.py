@@ -4,13 +4,16 @@ the reveal, SafePub classes suppressed after a run) and forgeries it passed or c
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
+from coutil.cli import main
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.topics import sid_of
+from coutil.round.simulation import synthetic_dataset
 from tests.verify.test_verify import CONFIG, Run, failed, run_round, verify
 from tests.verify.test_verify_forgeries import MERGE_ROUND, Forge, _saved_and_failing, distance, move_to
 
@@ -36,10 +39,22 @@ def test_a_group_suppressed_at_the_reveal_verifies(tmp_path: Path, capsys: pytes
 def test_a_safepub_class_suppressed_after_its_run_is_counted_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A SafePub class run loses members below k: the rest, who hold assigns, are excluded `suppressed_class`
-    and must not be counted twice against the roster."""
+    and must not be counted twice against the roster. Here every class is suppressed: the release is empty, the
+    member still online audits it (`not_included`, not `malformed_release`), and her signed closing notice
+    explains her complaint."""
     run = run_round(tmp_path, n=15, seed=1055, vanish={7: 66.78, 11: 9.3, 10: 5.44, 14: 7.59}, config=SAFEPUB)
-    _, result, _ = verify(run.directory, capsys)
-    assert "roster" not in failed(result), failed(result)
+    code, result, _ = verify(run.directory, capsys)
+    assert code == 0, failed(result)
+    assert result["complaints_by_reason"] == {"not_included": 1}
+    release = next(c for c in result["checks"] if c["check"] == "release")
+    assert any(note.startswith("0 rows in 0 groups") for note in release["notes"]), release
+    # `coutil audit` gives her the verdict she gave in the round (one function), not a refusal of the file.
+    record = synthetic_dataset(15, SAFEPUB, 1055).select([*SAFEPUB.qi, *SAFEPUB.confidential]).values[0]
+    code = main(["audit", "--release", str(run.directory / "release.csv"), "--manifest",
+                 str(run.directory / "manifest.json"), "--record-values", ",".join(map(str, record)),
+                 "--group", str(run.subjects[0].group or 0), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["verdict"]["reason"] == "not_included" and out["rows"] == 0
 
 
 # ------------------------------------------------------------------------------------------------ forgeries
