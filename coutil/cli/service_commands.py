@@ -334,13 +334,15 @@ def swarm_command(
     shared_connection: Annotated[bool, typer.Option(
         "--shared-connection", help="Multiplex every hosted subject over one MQTT connection (much less "
         "traffic; impossible behind a per-subject ACL, which needs one connection per subject).")] = False,
+    min_k: Annotated[int, typer.Option("--min-k", help="Every hosted subject's own floor on k: none takes part "
+                                       "in a round announced with a smaller k.")] = 2,
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a summary as one JSON object.")] = False,
 ) -> None:
     """Host COUNT simulated subjects (records drawn at random from --data) through the current round.
 
     Returns as soon as the round is over for every subject; exit 4 unless every one finished
-    (verdict acknowledged), 5 when one rejected the release.
+    (verdict acknowledged) or when they did not take part (k below --min-k), 5 when one rejected the release.
     """
     from coutil.protocol.states import SubjectState
     from coutil.round.setup import default_data_path
@@ -349,6 +351,8 @@ def swarm_command(
 
     if count < 1:
         raise InputError(f"bad --count {count}: expected a positive number")
+    if min_k < 1:
+        raise InputError(f"bad --min-k {min_k}: expected a positive number")
     address = _address(broker, ca_file)
     announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 120.0)))
     dataset = load_csv(data if data is not None else default_data_path(),
@@ -356,7 +360,7 @@ def swarm_command(
     rows = np.random.default_rng().choice(dataset.n, size=count, replace=count > dataset.n)
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())
-                                      for i in rows])
+                                      for i in rows], min_k=min_k)
     watch = RoundWatch(announced)
     stats = asyncio.run(host_subjects(nodes, address, timeout=timeout, shared_connection=shared_connection,
                                       watch=watch))
@@ -364,12 +368,18 @@ def swarm_command(
     rejected = sum(1 for n in nodes if n.audit is not None and not n.audit.accept)
     finished = sum(1 for n in nodes if n.finished)
     excluded = sum(1 for n in nodes if n.audit is None and n.state in (SubjectState.EXCLUDED, SubjectState.DONE))
+    incompatible = sum(1 for n in nodes if n.state == SubjectState.INCOMPATIBLE)
     problem: str | None = None
-    if finished < count:
+    if incompatible:
+        problem = (f"round {announced.round_id.hex()} asks for what {incompatible}/{count} subjects do not take "
+                   f"part in (incompatible: k = {announced.k} below --min-k {min_k}, other attributes, or "
+                   "parameters this coutil cannot take)")
+    elif finished < count:
         problem = (f"{finished}/{count} subjects finished ({excluded} excluded, "
                    f"{count - finished - excluded} still waiting): {watch.describe()}")
     summary = {"round": announced.round_id.hex(), "subjects": count, "accepted": accepted, "rejected": rejected,
-               "finished": finished, "excluded": excluded, "ended_by": watch.ended_by, "problem": problem,
+               "finished": finished, "excluded": excluded, "incompatible": incompatible, "ended_by": watch.ended_by,
+               "problem": problem,
                "network": stats.as_dict()}
     if as_json:
         emit_json(summary)

@@ -157,3 +157,25 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
                 proc.kill()
         sharing.close()
         broker.stop()
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_a_swarm_whose_floor_on_k_refuses_the_round_is_exit_4_not_0(tmp_path: Path) -> None:
+    """Subjects that do not take part (k = 3 announced, --min-k 4) finish at once: that is no success."""
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    try:
+        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", "3",
+                       "--register-window", "4", "--json")
+        time.sleep(1.5)
+        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--min-k", "4", "--timeout",
+                       "60", "--json")
+        out, err = _finish(swarm, 60)
+        assert swarm.returncode == 4, err[-2000:]
+        assert "3/3 subjects do not take part" in _one_error_line(err) and "--min-k 4" in err
+        assert json.loads(out)["incompatible"] == 3
+        _finish(serve, 60)
+        assert serve.returncode == 4  # nobody registered: too_few_subjects
+    finally:
+        broker.stop()
