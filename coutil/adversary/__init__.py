@@ -60,6 +60,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
 BROKER_STRATEGIES: dict[str, str] = {
     "replay-runs": "coutil.adversary.broker:ReplayRuns",
     "replay-round": "coutil.adversary.broker:ReplayRound",
+    "replay-pre-merge": "coutil.adversary.broker:ReplayPreMerge",
     "drop-victim": "coutil.adversary.broker:DropVictim",
     "duplicate": "coutil.adversary.broker:Duplicate",
     "reorder": "coutil.adversary.broker:Reorder",

@@ -21,6 +21,12 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
 - ``duplicate`` / ``reorder``: delivers a seeded share of the messages twice / late;
 - ``split-retained``: shows the victim another retained bulletin (roster, release or announce) than
   everyone else: the earlier round's, or the real one with a forged signature;
+- ``replay-pre-merge``: after a merge, re-delivers what the collector signed for the target group *before*
+  it: to a member moved in, the group's earlier shuffle_start (without her), her real one held back a
+  second (``mode = "start"``); to an original member, her own pre-merge assign (fewer members), two
+  seconds after the merge's (``"assign"``) or right after her reveal (``"assign-after-reveal"``). Found by
+  an attacker: before the fix movers were excluded (`silent`), members shrank their view and excluded
+  each other, and after a reveal they complained ``regroup_after_reveal`` against an honest collector;
 - ``split-keys``: colludes with a member playing ``key-split``: the second run_keys she signed for one
   fellow member never travels on the topic she sent it on; that member gets it instead of the real one
   on the splitter's group topic (everyone else, the collector included, gets the real one).
@@ -39,12 +45,14 @@ from typing import ClassVar
 
 import msgpack
 
-from coutil.protocol import topics
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, topics
+from coutil.protocol.messages import Assign, Message, ShuffleStart
 from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
-    "Reorder", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "peek",
+    "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -237,6 +245,79 @@ class ReplayRuns(BrokerStrategy):
             self._made(injection.topic, injection.payload)
         self.actions["injected"] += len(out)
         return True, out
+
+
+class ReplayPreMerge(BrokerStrategy):
+    """Re-delivers a merge's target group's collector messages from before the merge (module docstring)."""
+
+    NAME = "replay-pre-merge"
+    PARAMS: ClassVar[dict[str, object]] = {"mode": "start"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"mode": ("start", "assign", "assign-after-reveal")}
+
+    def setup(self) -> None:
+        #: group -> (run, members, payload) of its shuffle_starts with members, in the order carried.
+        self._starts: dict[int, list[tuple[int, tuple[bytes, ...], bytes]]] = {}
+        #: subject -> her assigns (group, members, payload), in the order carried.
+        self._assigns: dict[bytes, list[tuple[int, tuple[bytes, ...], bytes]]] = {}
+        #: (subject, group) whose real shuffle_start of that group is held back.
+        self._held: set[tuple[bytes, int]] = set()
+        #: subject -> (her inbox, her pre-merge assign), replayed when she reveals.
+        self._after_reveal: dict[bytes, tuple[str, bytes]] = {}
+
+    @staticmethod
+    def _decoded(payload: bytes) -> Message | None:
+        try:
+            return codec.decode(payload).message
+        except RemoteProtocolError:
+            return None
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        kind = payload_kind(topic, payload)
+        if kind not in ("shuffle_start", "assign", "reveal"):
+            return True, []
+        message = self._decoded(payload)
+        out: list[Injection] = []
+        if isinstance(message, ShuffleStart) and message.members:
+            runs = self._starts.setdefault(message.group, [])
+            if all(run != message.run for run, _, _ in runs):
+                runs.append((message.run, message.members, payload))
+        elif isinstance(message, Assign):
+            earlier = self._assigns.setdefault(message.subject, [])
+            inbox = topics.inbox(message.round_id, message.subject)
+            mode = self.param_str("mode")
+            if earlier and earlier[-1][0] != message.group and mode == "start":
+                # A mover: the target group's earlier starts (without her) now, her real one late.
+                out += [Injection(0.3, inbox, start) for _, members, start in self._starts.get(message.group, [])
+                        if message.subject not in members]
+                self._held.add((message.subject, message.group))
+            elif earlier and earlier[-1][0] == message.group and earlier[-1][1] != message.members:
+                if mode == "assign":
+                    out.append(Injection(2.0, inbox, earlier[-1][2]))
+                elif mode == "assign-after-reveal":
+                    self._after_reveal[message.subject] = (inbox, earlier[-1][2])
+            if not earlier or earlier[-1][2] != payload:
+                earlier.append((message.group, message.members, payload))
+        elif message is not None and message.sender in self._after_reveal:
+            inbox, old = self._after_reveal.pop(message.sender)
+            out.append(Injection(0.0, inbox, old))
+        for injection in out:
+            self._made(injection.topic, injection.payload)
+        self.actions["injected"] += len(out)
+        return True, out
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        if not self._held or payload_kind(topic, payload) != "shuffle_start":
+            return None
+        message = self._decoded(payload)
+        if not isinstance(message, ShuffleStart):
+            return None
+        for key in message.members:
+            if (key, message.group) in self._held and receiver.split("-", maxsplit=1)[0] == topics.sid_of(key):
+                self.actions["delayed"] += 1
+                self.deviated = True
+                return [Copy(delay=1.0)]
+        return None
 
 
 class ReplayRound(BrokerStrategy):

@@ -12,7 +12,9 @@ revealed in had members (`group_not_as_run`): her record in her group's release 
 group-mate complain; left out of it, she complains `not_included`. An auditor sees one group shown two
 member lists (roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
 the victim's record (she cannot tell the identities beside her from real respondents: SPEC §3's Sybil
-limit, measured by `tests/adversary/test_collector_strategies.py`).
+limit, measured by `tests/adversary/test_collector_strategies.py`). With ``withhold = true`` it aborts the
+round once every run opened instead of releasing (found by an attacker): with no release to audit,
+nothing of it is detected (SPEC §3).
 
 - ``split-announce`` (a collector that runs the broker, with the broker strategy of that name): the
   victim alone is shown an announce of the same round with another k (``k``, default 1), the others the
@@ -34,9 +36,10 @@ from coutil.adversary.collector import FabricateMembers, Opening
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, topics
 from coutil.protocol.collector_groups import GroupMessage, GroupState
+from coutil.protocol.events import RoundAborted
 from coutil.protocol.messages import Announce, Assign, Verdict
 from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
-from coutil.protocol.states import SubjectState
+from coutil.protocol.states import CollectorState, SubjectState
 from coutil.protocol.subject import SubjectNode
 
 __all__ = ["SplitAnnounce", "SplitAssign"]
@@ -60,7 +63,7 @@ class SplitAssign(FabricateMembers):
     """Keeps the victim apart for a run of her own with identities of its own (module docstring)."""
 
     NAME = "split-assign"
-    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "withhold": False}
     NEEDS_VICTIM = True
 
     def configure(self, params: Mapping[str, object]) -> None:
@@ -193,6 +196,13 @@ class SplitAssign(FabricateMembers):
         if self.private is not None and self._private_records is None:
             self._release_waiting = True
             return []
+        if self.params.get("withhold") is True:
+            # Everything opened, hers included: no release, so nothing to audit and nobody complains (SPEC §3).
+            self._take_openings(now)
+            self._resend.clear()
+            self._event(RoundAborted(now, "withheld", len(self._registrations)))
+            self._enter(CollectorState.ABORTED)
+            return [self._withdraw_announce()]
         return super()._publish_release(now)
 
     def _take_openings(self, now: float) -> None:

@@ -296,6 +296,10 @@ class SubjectNode(SubjectCore):
                 self._resend.cancel(("fetch", "assign"))
                 return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)
+        if message.group == self._group and set(message.members) < set(self._assigned):
+            # A merge only ever adds members to a group: fewer is an assign from before the last merge,
+            # re-delivered (a replay: taking it would shrink her view and exclude the members moved in).
+            raise RemoteProtocolError("stale_run", "assign of my group from before a merge", ignore=True)
         if message.group in self._left_groups:
             raise RemoteProtocolError("stale_run", f"assign for group {message.group}, which I left", ignore=True)
         if self.state == SubjectState.AWAIT_RELEASE and self._revealed is None:

@@ -324,6 +324,11 @@ class SubjectCore:
             raise RemoteProtocolError("wrong_group", "shuffle_start of another group", ignore=True)
         if self._run is not None and message.run <= self._run.number:
             raise RemoteProtocolError("stale_run", f"run {message.run} not newer", ignore=True)
+        if (self._run is None and self._left_groups and self.public_key not in message.members
+                and self.public_key not in dict(message.excluded)):
+            # Merged into this group, no run of it yet: a run that neither names her nor excludes her is one
+            # from before the merge (re-delivered); a run after it names her, or states why not.
+            raise RemoteProtocolError("stale_run", f"run {message.run} from before I was merged in", ignore=True)
         assert self._params is not None
         if self.state == SubjectState.AWAIT_RELEASE and self._revealed is None:
             raise RemoteProtocolError("unexpected", "shuffle_start while awaiting the release", ignore=True)

@@ -146,7 +146,7 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         if workers > 0:
             pool = WorkerPool([
                 SubjectSlice(i, address, collector.public_key, config, data, rows, seed, limit,
-                             options if options is not None else DriverOptions(), adversary)
+                             options if options is not None else DriverOptions(), adversary, fresh_round=True)
                 for i, rows in enumerate(split_rows_by_qi(data.select(list(config.qi)).values, workers))
             ])
             pool.start()

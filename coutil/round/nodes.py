@@ -55,7 +55,7 @@ def build_round_nodes(data: Dataset, config: RoundConfig, *, seed: int, fresh_ro
     collector = build_collector(config, seed=seed, fresh_round=fresh_round, caches=caches, adversary=adversary,
                                 data=data, identity_seed=identity_seed, pool=pool)
     subjects, node_ids = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=range(data.n),
-                                             caches=caches, adversary=adversary)
+                                             caches=caches, adversary=adversary, fresh_round=fresh_round)
     deviants = {} if adversary is None else {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
     return RoundNodes(collector, subjects, node_ids, deviants)
 
@@ -86,20 +86,24 @@ def build_collector(config: RoundConfig, *, seed: int, fresh_round: bool = False
         if victim is not None:
             if data is None or victim >= data.n:
                 raise InputError(f"[adversary] {adversary.collector}: victim row {victim} is not in the data set")
-            # Her key derives from the seed and her row alone (the collector recognises its target).
-            nodes, _ = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=[victim])
+            # Her key derives from the seed and her row (and its key) alone: the collector recognises its target.
+            nodes, _ = build_subject_nodes(data, config, collector.public_key, seed=seed, rows=[victim],
+                                           fresh_round=fresh_round)
             collector.victim_key = nodes[0].public_key  # type: ignore[attr-defined]
     return collector
 
 
 def build_subject_nodes(
     data: Dataset, config: RoundConfig, collector_key: bytes, *, seed: int, rows: Iterable[int],
-    caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None,
+    caches: SharedCaches | None = None, adversary: AdversaryPlan | None = None, fresh_round: bool = False,
 ) -> tuple[list[SubjectNode], list[str]]:
     """Subject nodes for the given rows of ``data``, with their node ids (the sid, suffixed when two
-    collide). A row's keys depend only on ``seed`` and the row number, so a worker process hosting
-    a slice of them gets the very subjects a single process would (strategies included: the plan's
-    choice of rows is a function of the seed)."""
+    collide). A row's keys depend only on ``seed`` and the row number (and, in a ``fresh_round``, on the
+    collector's fresh key), so a worker process hosting a slice of them gets the very subjects a single
+    process would (strategies included: the plan's choice of rows is a function of the seed). Why the
+    collector's key: two rounds over a real broker with the same seed would otherwise give every subject
+    the same keys and shuffle permutations in both, and a blame in one (which publishes a run's outer
+    secrets and permutations) would trace the other's submissions (found by an attacker: 3 of 3 records)."""
     deviants = adversary.subject_rows(data.n, seed) if adversary is not None else {}
     caches = caches if caches is not None else SharedCaches()
     # One news clock: the subjects of one process wait in the same queues (see `coutil.protocol.retry`).
@@ -107,6 +111,8 @@ def build_subject_nodes(
     qi_values = data.select(list(config.qi)).values
     conf_values = data.select(list(config.confidential)).values
     subject_rng = SeededRandom(seed).fork("subjects")
+    if fresh_round:
+        subject_rng = subject_rng.fork(collector_key.hex())
     subjects: list[SubjectNode] = []
     node_ids: list[str] = []
     seen: set[str] = set()

@@ -71,6 +71,8 @@ class SubjectSlice:
     options: DriverOptions
     #: Deviating subjects (`coutil.adversary`): each worker builds the strategies of its rows.
     adversary: AdversaryPlan | None = None
+    #: The collector's key is fresh (`coutil.round.nodes.build_subject_nodes`): the subjects' keys depend on it.
+    fresh_round: bool = False
 
 
 @dataclass
@@ -141,7 +143,7 @@ def worker_main(task: SubjectSlice, channel: Channel, stop: multiprocessing.sync
 
 async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessing.synchronize.Event) -> WorkerReport:
     nodes, node_ids = build_subject_nodes(task.data, task.config, task.collector_key, seed=task.seed,
-                                          rows=task.rows, adversary=task.adversary)
+                                          rows=task.rows, adversary=task.adversary, fresh_round=task.fresh_round)
     pending: list[tuple[str, Event]] = []
 
     async def forward_events() -> None:

@@ -37,6 +37,7 @@ class Played:
     data: Dataset
     round: MemoryRound
     section: dict[str, Any]
+    k: int = CONFIG.k
 
     @property
     def outcome(self) -> Any:
@@ -75,12 +76,13 @@ class Played:
         return Counter(tuple(conf[r].tolist()) for r in rows)
 
 
-def play(table: dict[str, Any], *, seed: int, n: int = 30) -> Played:
-    """One round of ``n`` synthetic subjects with the ``[adversary]`` table ``table``."""
+def play(table: dict[str, Any], *, seed: int, n: int = 30, config: RoundConfig = CONFIG) -> Played:
+    """One round of ``n`` synthetic subjects with the ``[adversary]`` table ``table`` (``config``: the round's,
+    the data drawn as for `CONFIG`)."""
     plan = parse_adversary(table, "test")
     data = synthetic_dataset(n, CONFIG, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        played = simulate_round(data, CONFIG, seed=seed, adversary=plan)
+        played = simulate_round(data, config, seed=seed, adversary=plan)
     assert played.report.adversary is not None
-    return Played(data, played, played.report.adversary)
+    return Played(data, played, played.report.adversary, config.k)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +29,7 @@ from coutil.protocol.collector import CollectorNode
 from coutil.protocol.crypto import encode_record
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
+from coutil.sdc.mdav import mdav
 from tests.adversary.common import CONFIG, ROUND_FILE, SEEDS, Played, play
 
 VICTIM = 2
@@ -73,7 +75,8 @@ def assert_defeated(p: Played, baseline: Played) -> None:
 
 
 def test_every_broker_strategy_is_registered_with_its_class() -> None:
-    assert set(BROKER_STRATEGIES) == {"replay-runs", "replay-round", "drop-victim", "duplicate", "reorder",
+    assert set(BROKER_STRATEGIES) == {"replay-runs", "replay-round", "replay-pre-merge", "drop-victim", "duplicate",
+                                      "reorder",
                                       "split-retained", "split-keys", "hide-submits",
                                       "split-announce"}
     for name in BROKER_STRATEGIES:
@@ -133,6 +136,30 @@ def test_a_replay_of_earlier_runs_is_ignored_as_stale_and_changes_nothing(seed: 
     assert set(entry["received"]) <= RUN_REPLAY_REASONS and entry["received"]["stale_run"] > 50
     # A REJECT is only ever ``not_a_member``: the replayed messages of the member excluded since.
     assert entry["rejected"] == entry["received"].get("not_a_member", 0)
+
+
+def _in_a_group_of_k(seed: int) -> int:
+    """A row whose MDAV group has exactly k members: silent, she makes it merge."""
+    data = play({}, seed=seed).data
+    groups = mdav(data.select(list(CONFIG.qi)).values, CONFIG.k).groups
+    sizes = Counter(int(g) for g in groups)
+    return next(r for r in range(data.n) if sizes[int(groups[r])] == CONFIG.k)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mode", ["start", "assign", "assign-after-reveal"])
+def test_a_replay_of_what_came_before_a_merge_is_ignored_as_stale_and_changes_nothing(mode: str, seed: int) -> None:
+    """A dropout makes her group merge into the nearest one; the broker re-delivers that group's collector
+    messages from before the merge (found by an attacker). Before the fix, in 3 of 3 seeds: the movers took
+    the old shuffle_start (without them) and were excluded `silent` (27 of 29 rows released); members took
+    their old assign as a new merge and excluded each other (2 to 30 `silent`, one round released nothing);
+    after a reveal they complained `regroup_after_reveal` against an honest collector."""
+    subjects = [{"strategy": "silent", "rows": [_in_a_group_of_k(seed)]}]
+    p = play({"broker": {"strategy": "replay-pre-merge", "mode": mode}, "subjects": subjects}, seed=seed)
+    assert_defeated(p, honest(seed, subjects))
+    entry = broker_entry(p)
+    assert entry["made_by_kind"] and entry["accepted_by_kind"] == {}
+    assert set(entry["received"]) == {"stale_run"}
 
 
 @pytest.mark.parametrize("seed", SEEDS)

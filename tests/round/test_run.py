@@ -215,6 +215,26 @@ def test_worker_slices_build_the_same_subjects() -> None:
     assert pool.node_ids() == whole.node_ids
 
 
+def test_two_fresh_rounds_with_one_seed_give_the_subjects_other_keys_and_workers_the_same_ones() -> None:
+    """`coutil run` twice with the default seed: each round's collector key is fresh, and the subjects' keys
+    (hence their shuffle permutations) derive from it; before, both rounds had the same, and a blame in one
+    traced the other's submissions (found by an attacker). Within one round, workers still build the same."""
+    from coutil.protocol.config import RoundConfig
+    from coutil.round.nodes import build_round_nodes, build_subject_nodes
+    from coutil.round.simulation import synthetic_dataset
+
+    config = RoundConfig(qi=("age", "height"), confidential=("income",), k=3)
+    data = synthetic_dataset(6, config, 5)
+    first, second = (build_round_nodes(data, config, seed=1, fresh_round=True) for _ in range(2))
+    assert not {n.public_key for n in first.subjects} & {n.public_key for n in second.subjects}
+    worker, _ = build_subject_nodes(data, config, first.collector.public_key, seed=1, rows=range(data.n),
+                                    fresh_round=True)
+    assert [n.public_key for n in worker] == [n.public_key for n in first.subjects]
+    # In memory (not fresh), one seed is one round, reproducibly.
+    again = [build_round_nodes(data, config, seed=1) for _ in range(2)]
+    assert [n.public_key for n in again[0].subjects] == [n.public_key for n in again[1].subjects]
+
+
 def test_run_exits_4_when_a_subject_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Every subject of `coutil run` is honest: a completed round that left some out is a failure
