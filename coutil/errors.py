@@ -4,6 +4,11 @@ Every error a *user* can cause (a bad file, a wrong column name, an unreachable 
 `CoutilError` subclass carrying its exit code; the CLI prints its one-line message and exits with
 that code, never a traceback. Errors caused by a *remote peer* (a malformed or forged message) are
 `RemoteProtocolError`s: the protocol core records them as rejections and never lets them escape.
+
+A file coutil cannot write (disk full, read-only file system, permission) is exit code 2 too, as
+`coutil.fileio` reports an output it cannot write: the file system refused, which is no bug. The
+collector's database is no exception (`StorageError`): its message says that everything acknowledged
+before the failed write is in the database (write first, acknowledge second), so nothing is lost.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ class ExitCode(IntEnum):
     OK = 0
     #: An unexpected internal error (a bug in coutil): please report it.
     INTERNAL = 1
-    #: Bad input or usage: missing/malformed file, unknown column, invalid parameter.
+    #: Bad input or usage: missing/malformed file, unknown column, invalid parameter; also a file
+    #: the file system refuses to write (disk full, read-only): an output, or the collector's database.
     USAGE = 2
     #: The command ran, but a privacy or protection check it performs did not hold.
     CHECK_FAILED = 3
@@ -59,6 +65,21 @@ class DataFileError(InputError):
         #: 1-based line of the file (the header is line 1).
         self.line = line
         self.column = column
+        self.problem = problem
+
+
+class StorageError(InputError):
+    """The collector's database could not be written (disk full, I/O error, read-only, locked). Exit code 2.
+
+    Raised instead of acknowledging: the write that failed was rolled back and nothing after the last
+    successful commit was acknowledged, so the database holds everything the collector acknowledged.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: cannot write the collector database ({problem}); nothing was acknowledged "
+                         "after the last successful write: everything acknowledged before is in the database "
+                         "(free space or fix the file system, then run again)")
+        self.path = path
         self.problem = problem
 
 

@@ -356,6 +356,9 @@ def _audit_subject(
     from coutil.audit.subject import audit_subject, release_digest
 
     round_file = None if manifest is None else load_round_manifest(manifest)
+    if group is not None and group < 0:
+        # Rounds number their groups from 0: a negative one is a typo, never a group she was assigned to.
+        raise InputError(f"bad --group {group}: a group number is 0 or more (the one in your assignment)")
     if round_file is not None and columns is None:
         columns = ",".join(round_file.qi + round_file.confidential)
     if round_file is not None and not round_file.group_sizes:
@@ -389,6 +392,13 @@ def _audit_subject(
         if sum(group_sizes) != y.n or len(group_ids) != len(group_sizes):
             raise InputError(f"{manifest} describes {sum(group_sizes)} rows in {len(group_sizes)} groups, "
                              f"but {release} has {y.n} rows")
+        if mine not in group_ids:
+            # Audited, a group the release does not hold is a "not_included" complaint with exit 0: a typo
+            # (--group 99999) would pass for a verdict. The message still says what it means when it was
+            # hers: a group whose every member was excluded is left out of the release.
+            raise InputError(f"--group {mine} is not a group of {manifest} (its group_ids: "
+                             f"{_id_ranges(group_ids)}): if that was your group, it was left out of the release "
+                             "(every member excluded) and your record is not in it")
     digest = release_digest(round_id, y.names, group_sizes, y.values)
     if round_file is not None and round_file.release_digest not in (None, digest):
         raise InputError(f"{release} is not the release of {manifest}: its release_digest differs")
@@ -428,6 +438,17 @@ def _audit_subject(
                 "isolate you (protocol/SPEC.md section 3, Sybils)"
             )
     _report_check(check, json_output)
+
+
+def _id_ranges(ids: tuple[int, ...]) -> str:
+    """Group ids as short ranges (0-3, 5, 7-39): a round's thousands of ids would not fit one line."""
+    runs: list[list[int]] = []
+    for value in sorted(set(ids)):
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
 
 
 def _audit_empty_release(round_file: RoundManifest, manifest: Path | None, release: Path, record_values: str,

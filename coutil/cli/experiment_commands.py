@@ -94,6 +94,8 @@ def run_experiment(config: Path, out: Path, *, workers: int, scheduler: str | No
     from coutil.experiment.runner import collect, run_study
 
     study = load_study(config)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(config, out / STUDY_COPY) if not (out / STUDY_COPY).exists() else None
     (out / "study_source.txt").write_text(str(config.resolve()) + "\n")

@@ -10,11 +10,13 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.text import Text
 
 from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
 from coutil.errors import ComplaintError, InputError, RoundIncompleteError
@@ -31,7 +33,17 @@ CaFileOption = Annotated[Path | None, typer.Option("--ca-file", help="CA certifi
 def _address(broker: str, ca_file: Path | None) -> Any:
     from coutil.net.mqtt import parse_broker_url
 
+    if ca_file is not None and ca_file.is_dir():
+        # parse_broker_url only checks for a regular file, and would say a directory "does not exist".
+        raise InputError(f"--ca-file {ca_file}: is a directory, not a CA certificate file (PEM)")
     return parse_broker_url(broker, ca_file=str(ca_file) if ca_file is not None else None)
+
+
+def _shown(text: object) -> Text:
+    """A stored or user-given string as rich shows it: no markup ("[/]" in a verdict reason is text, not a
+    closing tag rich refuses) and no control character (an escape sequence would drive the terminal)."""
+    raw = str(text)
+    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in raw))
 
 
 def _parse_key(text: str | None) -> bytes | None:
@@ -109,6 +121,29 @@ RoundOption = Annotated[str | None, typer.Option("--round", help="Round id in he
                                                  "default: the newest round).", show_default=False)]
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def _refuse_database_files(outputs: dict[str, Path], db: Path) -> None:
+    """`InputError` for an output onto a file of the database beside it, even with --force (documented for
+    the database alone): the secret is the collector's signing identity (a new one could never re-announce
+    its rounds), the -wal file holds its latest commits and the -shm file indexes them."""
+    companions = {"the collector's secret file": db.with_name(db.name + ".secret"),
+                  "the database's write-ahead log": db.with_name(db.name + "-wal"),
+                  "the database's shared-memory index": db.with_name(db.name + "-shm")}
+    for option, path in outputs.items():
+        for what, companion in companions.items():
+            if _same_file(path, companion):
+                raise InputError(f"{option} {path} is {what} of --db {db}: writing there would destroy it; "
+                                 "choose another output")
+
+
 def _open_store(db: Path) -> Any:
     from coutil.collector.storage import CollectorStore
 
@@ -132,15 +167,17 @@ def rounds_command(
     if as_json:
         emit_json({"db": str(db), "rounds": rows})
         return
-    table = Table(title=f"rounds in {db}")
+    # Every cell is a Text: the phase and k come from the database (any string, in a damaged or forged one)
+    # and the title holds a path; rich would read "[...]" in them as markup.
+    table = Table(title=_shown(f"rounds in {db}"))
     for column in ("round", "phase", "k", "registered", "excluded", "released", "accepted / verdicts", "duration s"):
         table.add_column(column, justify="left" if column in ("round", "phase") else "right")
     for row in rows:
         released = "-" if row["released_rows"] is None else str(row["released_rows"])
-        table.add_row(str(row["round"])[:16], str(row["phase"]), str(row["k"]), str(row["registered"]),
-                      str(row["excluded"]), released, f"{row['accepted']} / {row['verdicts']}",
-                      f"{row['duration_s']:.1f}")
-    err_console.print(table if rows else f"{db}: no round yet")
+        table.add_row(*(_shown(cell) for cell in (
+            str(row["round"])[:16], row["phase"], row["k"], row["registered"], row["excluded"], released,
+            f"{row['accepted']} / {row['verdicts']}", f"{row['duration_s']:.1f}")))
+    err_console.print(table if rows else _shown(f"{db}: no round yet"))
 
 
 @collector_app.command("status", cls=OneLineErrorsCommand)
@@ -171,7 +208,8 @@ def status_command(
         counts = status[key]
         if isinstance(counts, dict) and counts:
             lines.append(f"{title}: " + ", ".join(f"{reason} {count}" for reason, count in counts.items()))
-    err_console.print("\n".join(lines), highlight=False)
+    # The reasons are stored strings (a complaint's reason is whatever the subject signed): shown as text.
+    err_console.print(Text("\n").join(_shown(line) for line in lines), highlight=False)
 
 
 @collector_app.command("export", cls=OneLineErrorsCommand)
@@ -204,7 +242,9 @@ def export_command(
     if all(path is None for path in outputs.values()):
         raise InputError("collector export: nothing to export: give -o/--output, --verdicts, --manifest or "
                          "--transcript")
-    refuse_overwriting_inputs({k: v for k, v in outputs.items() if v is not None}, {"--db": db}, force=force)
+    given = {k: v for k, v in outputs.items() if v is not None}
+    refuse_overwriting_inputs(given, {"--db": db}, force=force)
+    _refuse_database_files(given, db)
     with _open_store(db) as store:
         stored = find_round(store, round_hex, with_release=output is not None and round_hex is None)
         info: dict[str, object] = {"round": stored.round_id.hex(), "phase": stored.phase}
@@ -229,7 +269,7 @@ def export_command(
         emit_json(info)
     else:
         written = [str(p) for p in (output, verdicts, manifest, transcript) if p is not None]
-        err_console.print(f"round {info['round']}: wrote {', '.join(written)}")
+        err_console.print(_shown(f"round {info['round']}: wrote {', '.join(written)}"))
 
 
 def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:

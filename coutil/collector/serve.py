@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coutil.collector.logs import log_event
-from coutil.collector.service import PersistentCollector, load_or_create_secret, open_round
+from coutil.collector.service import PersistentCollector, create_secret, load_secret, open_round
 from coutil.collector.storage import CollectorStore
 from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
@@ -75,12 +75,16 @@ class ServedRound:
 def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, rounds: int = 1,
                  log: LogSink = log_json) -> list[ServedRound]:
     """Run ``rounds`` rounds (0: forever) over ``address``; every acknowledgement is committed first."""
-    secret = load_or_create_secret(db)
+    # Both files are checked before either is created: a refused --db (a directory, a foreign file)
+    # leaves no new secret beside it, and a refused secret no new database.
+    secret = load_secret(db)
     served: list[ServedRound] = []
     # Spare cores open each group's records while the service reads the other groups' reveals (when
     # the rounds are expected large enough to repay starting the pool's processes).
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(CollectorStore(db))
+        if secret is None:
+            secret = create_secret(db)
         processes = stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM else None
         opener: WorkPool = processes if processes is not None else SERIAL_POOL
         while rounds == 0 or len(served) < rounds:

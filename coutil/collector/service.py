@@ -75,21 +75,51 @@ _STORED_EVENTS = (RegistrationAccepted, VerdictAccepted, GroupsFormed, GroupMerg
 _RUN_EVENTS = (RunStarted, GroupMerged, GroupDissolved, MemberExcluded)
 
 
+def secret_path(db_path: Path) -> Path:
+    """Where the service's secret seed of the database ``db_path`` lives: ``<db>.secret``."""
+    return db_path.with_name(db_path.name + ".secret")
+
+
+def load_secret(db_path: Path) -> bytes | None:
+    """The service's secret seed, or None when it has none yet; `InputError` for a file that cannot be one."""
+    path = secret_path(db_path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        secret = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not the collector's secret file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the collector's secret file ({exc.strerror or exc})") from None
+    if len(secret) != SECRET_BYTES:
+        raise InputError(f"{path}: corrupt secret file (expected {SECRET_BYTES} bytes, found {len(secret)})")
+    return secret
+
+
+def create_secret(db_path: Path) -> bytes:
+    """A new secret seed, written with mode 0600 (never over an existing file)."""
+    path = secret_path(db_path)
+    secret = SystemRandom().bytes(SECRET_BYTES)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot create the collector's secret file ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secret)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        # A short secret left behind (disk full) would be refused as corrupt at every later start.
+        path.unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write the collector's secret file ({exc.strerror or exc})") from None
+    return secret
+
+
 def load_or_create_secret(db_path: Path) -> bytes:
     """The service's secret seed (created with mode 0600 on first use)."""
-    path = db_path.with_name(db_path.name + ".secret")
-    if path.exists():
-        secret = path.read_bytes()
-        if len(secret) != SECRET_BYTES:
-            raise InputError(f"{path}: corrupt secret file (expected {SECRET_BYTES} bytes, found {len(secret)})")
-        return secret
-    secret = SystemRandom().bytes(SECRET_BYTES)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(secret)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return secret
+    secret = load_secret(db_path)
+    return secret if secret is not None else create_secret(db_path)
 
 
 def identity_from_secret(secret: bytes) -> crypto.SigningKey:
@@ -282,9 +312,16 @@ def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: f
     latest = store.latest_round()
     if latest is not None and latest.phase not in ("done", "aborted"):
         stored = store.load_round(latest.round_id)
-        window = float(str(stored.params.get("register_window", config.register_window)))
-        if stored.phase == "registration" and now < stored.created_at + window:
-            stored_config = RoundConfig.from_mapping(stored.params)
+        stored_config: RoundConfig | None = None
+        unreadable = ""
+        if stored.phase == "registration":
+            try:
+                stored_config = RoundConfig.from_mapping(stored.params)
+            except (InputError, ValueError, TypeError) as exc:
+                # Parameters this coutil cannot take (another version's, or edited): the round cannot be
+                # re-announced as it was, so it is aborted like any round it would announce otherwise.
+                unreadable = f" (its stored parameters are not this coutil's: {exc})"
+        if stored_config is not None and now < stored.created_at + stored_config.register_window:
             node = CollectorNode(stored_config, identity=identity, rng=round_rng(secret, stored.round_id),
                                  round_id=stored.round_id, pool=pool)
             # Every run's membership digest starts from the announce's digest (SPEC §8.4): resumed under
@@ -297,7 +334,7 @@ def open_round(store: CollectorStore, secret: bytes, config: RoundConfig, now: f
             how = f"new after aborting {stored.round_id.hex()} (this coutil would announce it otherwise)"
         else:
             store.set_phase(stored.round_id, "aborted", now)
-            how = f"new after aborting {stored.round_id.hex()}"
+            how = f"new after aborting {stored.round_id.hex()}{unreadable}"
     round_id = SystemRandom().bytes(16)
     node = CollectorNode(config, identity=identity, rng=round_rng(secret, round_id), round_id=round_id, pool=pool)
     return OpenedRound(PersistentCollector(node, store), how)

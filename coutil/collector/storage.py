@@ -18,6 +18,12 @@ are published; exclusions; the release; verdicts; rejection counts. Confidential
 only inside the release (once every group's shuffle opened, so unlinkable from their subjects): the
 opened records of a group are not stored separately (schema 1 had a ``group_records`` table that
 nothing wrote; schema 2 dropped it), and nothing confidential per subject is stored anywhere.
+
+Failures are the operator's to fix, never a traceback: a write the file system refuses (disk full,
+I/O error, read-only, locked) is a `StorageError` saying that everything acknowledged before is in
+the database (the failed transaction is rolled back, and its acknowledgements were never sent); a
+database that cannot be read as one of ours (damaged pages, a foreign table of the same schema
+number, a value of the wrong type) is an `InputError` naming the file. Both are exit code 2.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from coutil.errors import InputError
+from coutil.errors import InputError, StorageError
 from coutil.fileio import write_text_atomic
 
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
@@ -111,6 +117,72 @@ CREATE TABLE IF NOT EXISTS rejections (
 );
 """
 
+#: The tables of the schema (a database holding them all needs no write to be opened).
+_TABLES = frozenset(line.split()[5] for line in _SCHEMA.splitlines() if line.startswith("CREATE TABLE"))
+
+#: SQLite's primary result codes (the low byte of an extended code) of a database that is not the one we
+#: wrote: damaged pages, not a database, or a statement this schema should run failing (a foreign table of
+#: the same user_version lacks a column: "no such column" is SQLITE_ERROR).
+_DAMAGED_CODES = frozenset({sqlite3.SQLITE_ERROR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB,
+                            sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_SCHEMA, sqlite3.SQLITE_RANGE,
+                            sqlite3.SQLITE_FORMAT})
+#: ... and of a file system that refused an operation: the database itself may be fine.
+_REFUSED_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
+                            sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY,
+                            sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_PROTOCOL})
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of ``exc`` (None for the errors Python's module raises itself)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+class _DamagedValueError(Exception):
+    """A stored value of the wrong type or shape (``where``: table.column), found while reading."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where} {problem}")
+
+
+def _blob(value: object, where: str) -> bytes:
+    # sqlite3 returns a BLOB column as bytes; text or a number there is not what the collector wrote.
+    if not isinstance(value, bytes):
+        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not bytes")
+    return value
+
+
+def _optional_blob(value: object, where: str) -> bytes | None:
+    return None if value is None else _blob(value, where)
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not text")
+    return value
+
+
+def _real(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not a number")
+    return float(value)
+
+
+def _integer(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not an integer")
+    return value
+
+
+def _params(value: object) -> dict[str, object]:
+    try:
+        params = json.loads(_text(value, "rounds.params"))
+    except (ValueError, RecursionError):  # JSONDecodeError, a number too long to convert, too deep
+        raise _DamagedValueError("rounds.params", "is not JSON") from None
+    if not isinstance(params, dict):
+        raise _DamagedValueError("rounds.params", f"holds a JSON {type(params).__name__}, not an object")
+    return params
+
 
 @dataclass(frozen=True)
 class StoredRegistration:
@@ -179,6 +251,9 @@ class CollectorStore:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
+        if self.path.is_dir():
+            # SQLite would only say "unable to open database file".
+            raise InputError(f"{self.path}: is a directory, not a collector database")
         try:
             # isolation_level=None: we open transactions explicitly (BEGIN IMMEDIATE), so a commit
             # happens exactly where the code says, never implicitly.
@@ -189,6 +264,12 @@ class CollectorStore:
             version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
             has_tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
         except sqlite3.DatabaseError as exc:
+            # A full disk or a file we may not open is not a foreign file: say what failed.
+            code = _primary_code(exc)
+            if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+                raise InputError(f"{self.path}: cannot open the collector database ({exc})") from None
+            if code in _REFUSED_CODES:
+                raise StorageError(str(self.path), str(exc)) from None
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
         if has_tables and version != SCHEMA_VERSION:
             self._db.close()
@@ -198,19 +279,60 @@ class CollectorStore:
                              f"{SCHEMA_VERSION}{older}; it is never migrated automatically")
         #: Nesting depth of `transaction` blocks (only the outermost one commits).
         self._depth = 0
-        self._create_schema()
+        try:
+            self._create_schema()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise self._error(exc) from None
+        except BaseException:
+            self._db.close()
+            raise
 
     def _create_schema(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        tables = {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables >= _TABLES:
+            # Nothing to create: no write lock taken, so that `collector status` beside a service in the
+            # middle of a commit neither waits for it nor fails with "database is locked".
+            return
+        with self.transaction() as db:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
-                    self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # ------------------------------------------------------------------ errors
+    def _error(self, exc: sqlite3.Error, *, writing: bool = True) -> Exception:
+        """The one-line error an operator sees for an SQLite failure (the exception itself when it is
+        neither the file system's nor a damaged database's: a constraint failing is a bug in coutil)."""
+        code = _primary_code(exc)
+        if code in _REFUSED_CODES:
+            if not writing:
+                return InputError(f"{self.path}: cannot read the collector database ({exc})")
+            return StorageError(str(self.path), str(exc))
+        if code in _DAMAGED_CODES:
+            return self._damaged(str(exc))
+        return exc
+
+    def _damaged(self, problem: str) -> InputError:
+        return InputError(f"{self.path}: damaged collector database, or not one this coutil wrote ({problem}); "
+                          "restore it from a backup")
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around every read: SQLite's errors and stored values of the wrong type as one-line errors."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._error(exc, writing=False) from None
+        except _DamagedValueError as exc:
+            raise self._damaged(str(exc)) from None
+
+    def _rollback(self) -> None:
+        # After SQLITE_FULL or an I/O error SQLite may have rolled back already; a ROLLBACK failing then
+        # must not hide the error that matters.
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -234,16 +356,29 @@ class CollectorStore:
             finally:
                 self._depth -= 1
             return
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
         self._depth = 1
         try:
             yield self._db
+        except sqlite3.Error as exc:
+            # The disk full, an I/O error, a damaged page: nothing of the block is kept, and the caller
+            # (the service) acknowledges nothing of it, since the exception stops it before it publishes.
+            self._depth = 0
+            self._rollback()
+            raise self._error(exc) from None
         except BaseException:
             self._depth = 0
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
         self._depth = 0
-        self._db.execute("COMMIT")  # fsyncs the WAL (synchronous=FULL) before returning
+        try:
+            self._db.execute("COMMIT")  # fsyncs the WAL (synchronous=FULL) before returning
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise self._error(exc) from None
 
     # ------------------------------------------------------------------ rounds
     def create_round(
@@ -358,18 +493,27 @@ class CollectorStore:
 
     # ------------------------------------------------------------------ reading back
     def rounds(self) -> list[RoundSummary]:
-        rows = self._db.execute(
-            "SELECT r.round_id, r.phase, r.created_at, r.updated_at, "
-            "(SELECT count(*) FROM registrations g WHERE g.round_id = r.round_id) "
-            "FROM rounds r ORDER BY r.created_at, r.rowid"
-        ).fetchall()
-        return [RoundSummary(bytes(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        with self._reading():
+            rows = self._db.execute(
+                "SELECT r.round_id, r.phase, r.created_at, r.updated_at, "
+                "(SELECT count(*) FROM registrations g WHERE g.round_id = r.round_id) "
+                "FROM rounds r ORDER BY r.created_at, r.rowid"
+            ).fetchall()
+            return [RoundSummary(_blob(r[0], "rounds.round_id"), _text(r[1], "rounds.phase"),
+                                 _real(r[2], "rounds.created_at"), _real(r[3], "rounds.updated_at"),
+                                 _integer(r[4], "registrations")) for r in rows]
 
     def latest_round(self) -> RoundSummary | None:
         rounds = self.rounds()
         return rounds[-1] if rounds else None
 
     def load_round(self, round_id: bytes) -> StoredRound:
+        with self._reading():
+            return self._load_round(round_id)
+
+    def _load_round(self, round_id: bytes) -> StoredRound:
+        # Every value is checked for the type the collector wrote (a hand-edited or foreign database of
+        # the same schema number holds anything), so that what reads a StoredRound never meets a surprise.
         db = self._db
         head = db.execute(
             "SELECT params, phase, collector_key, announce, created_at, updated_at FROM rounds WHERE round_id = ?",
@@ -379,11 +523,12 @@ class CollectorStore:
             raise KeyError(f"no round {round_id.hex()}")
         args = (round_id,)
         phases = tuple(
-            (row[0], row[1])
+            (_text(row[0], "phases.phase"), _real(row[1], "phases.at"))
             for row in db.execute("SELECT phase, at FROM phases WHERE round_id = ? ORDER BY rowid", args)
         )
         registrations = tuple(
-            StoredRegistration(bytes(r[0]), bytes(r[1]), bytes(r[2]), r[3])
+            StoredRegistration(_blob(r[0], "registrations.subject_key"), _blob(r[1], "registrations.payload"),
+                               _blob(r[2], "registrations.digest"), _real(r[3], "registrations.received_at"))
             for r in db.execute(
                 "SELECT subject_key, payload, digest, received_at FROM registrations WHERE round_id = ? ORDER BY rowid",
                 args,
@@ -393,26 +538,35 @@ class CollectorStore:
             "SELECT subject_keys, merkle_root, payload FROM roster WHERE round_id = ?", args
         ).fetchone()
         roster: tuple[bytes, ...] = ()
+        roster_root: bytes | None = None
+        roster_payload: bytes | None = None
         if roster_row is not None:
-            packed = bytes(roster_row[0])
+            packed = _blob(roster_row[0], "roster.subject_keys")
+            if len(packed) % 32:
+                raise _DamagedValueError("roster.subject_keys", f"holds {len(packed)} bytes, not 32-byte keys")
             roster = tuple(packed[i : i + 32] for i in range(0, len(packed), 32))
+            roster_root = _blob(roster_row[1], "roster.merkle_root")
+            roster_payload = _blob(roster_row[2], "roster.payload")
         assignments: dict[bytes, int] = {}
         assignment_payloads: dict[bytes, bytes] = {}
         for key, group, payload in db.execute(
             "SELECT subject_key, group_index, payload FROM assignments WHERE round_id = ? ORDER BY rowid", args
         ):
-            assignments[bytes(key)] = int(group)
+            subject = _blob(key, "assignments.subject_key")
+            assignments[subject] = _integer(group, "assignments.group_index")
             if payload is not None:
-                assignment_payloads[bytes(key)] = bytes(payload)
+                assignment_payloads[subject] = _blob(payload, "assignments.payload")
         exclusions = {
-            bytes(key): reason
+            _blob(key, "exclusions.subject_key"): _text(reason, "exclusions.reason")
             for key, reason in db.execute("SELECT subject_key, reason FROM exclusions WHERE round_id = ?", args)
         }
         release = db.execute("SELECT payload, csv FROM releases WHERE round_id = ?", args).fetchone()
-        shuffle_starts = tuple(bytes(r[0]) for r in db.execute(
+        shuffle_starts = tuple(_blob(r[0], "shuffle_starts.payload") for r in db.execute(
             "SELECT payload FROM shuffle_starts WHERE round_id = ? ORDER BY rowid", args))
         verdicts = tuple(
-            StoredVerdict(bytes(r[0]), bytes(r[1]), bytes(r[2]), bool(r[3]), r[4])
+            StoredVerdict(_blob(r[0], "verdicts.subject_key"), _blob(r[1], "verdicts.payload"),
+                          _blob(r[2], "verdicts.digest"), bool(_integer(r[3], "verdicts.accept")),
+                          _real(r[4], "verdicts.received_at"))
             for r in db.execute(
                 "SELECT subject_key, payload, digest, accept, received_at FROM verdicts "
                 "WHERE round_id = ? ORDER BY rowid",
@@ -420,29 +574,29 @@ class CollectorStore:
             )
         )
         rejections = {
-            reason: int(count)
+            _text(reason, "rejections.reason"): _integer(count, "rejections.count")
             for reason, count in db.execute(
                 "SELECT reason, count FROM rejections WHERE round_id = ? ORDER BY reason", args
             )
         }
         return StoredRound(
             round_id=round_id,
-            params=json.loads(head[0]),
-            phase=head[1],
-            collector_key=bytes(head[2]),
-            announce=bytes(head[3]) if head[3] is not None else None,
-            created_at=head[4],
-            updated_at=head[5],
+            params=_params(head[0]),
+            phase=_text(head[1], "rounds.phase"),
+            collector_key=_blob(head[2], "rounds.collector_key"),
+            announce=_optional_blob(head[3], "rounds.announce"),
+            created_at=_real(head[4], "rounds.created_at"),
+            updated_at=_real(head[5], "rounds.updated_at"),
             phase_history=phases,
             registrations=registrations,
             roster=roster,
-            roster_root=bytes(roster_row[1]) if roster_row is not None else None,
-            roster_payload=bytes(roster_row[2]) if roster_row is not None else None,
+            roster_root=roster_root,
+            roster_payload=roster_payload,
             assignments=assignments,
             assignment_payloads=assignment_payloads,
             exclusions=exclusions,
-            release_payload=bytes(release[0]) if release is not None else None,
-            release_csv=release[1] if release is not None else None,
+            release_payload=_blob(release[0], "releases.payload") if release is not None else None,
+            release_csv=_text(release[1], "releases.csv") if release is not None else None,
             verdicts=verdicts,
             rejections=rejections,
             shuffle_starts=shuffle_starts,
@@ -450,13 +604,20 @@ class CollectorStore:
 
     def export_release(self, round_id: bytes, path: str | Path) -> Path:
         """Write the round's release CSV (exactly as stored) to ``path``; InputError if none."""
-        row = self._db.execute("SELECT csv FROM releases WHERE round_id = ?", (round_id,)).fetchone()
-        if row is None:
-            raise InputError(f"{self.path}: round {round_id.hex()} has no release (yet)")
+        with self._reading():
+            row = self._db.execute("SELECT csv FROM releases WHERE round_id = ?", (round_id,)).fetchone()
+            if row is None:
+                raise InputError(f"{self.path}: round {round_id.hex()} has no release (yet)")
+            csv_text = _text(row[0], "releases.csv")
         target = Path(path)
-        write_text_atomic(target, row[0])
+        write_text_atomic(target, csv_text)
         return target
 
     def integrity_ok(self) -> bool:
         """SQLite's own integrity check (used after crash tests and by the service at start)."""
-        return bool(self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+        try:
+            return bool(self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+        except sqlite3.DatabaseError as exc:
+            if _primary_code(exc) in _DAMAGED_CODES:
+                return False  # a page too damaged for the check to go on: not ok
+            raise self._error(exc, writing=False) from None

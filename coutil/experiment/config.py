@@ -51,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,7 @@ from typing import Any
 
 from coutil.errors import InputError
 from coutil.experiment.strategies import COLLECTOR_WEIGHTS, collector_strategy, subject_strategy
+from coutil.fileio import read_toml
 
 METHODS = ("collaborative", "centralized", "local", "plain", "decline")
 GRID_KEYS = ("dataset", "n", "k", "attributes", "faults", "deviation", "mix", "collector")
@@ -136,6 +136,13 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
+def _array(value: Any, where: str) -> list[Any]:
+    """A list, possibly empty (unlike `_list`)."""
+    if not isinstance(value, list):
+        raise InputError(f"{where} must be a list, got {value!r}")
+    return value
+
+
 def _number(table: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -143,19 +150,59 @@ def _number(table: Mapping[str, Any], key: str, where: str, default: float | Non
     return float(value)
 
 
+# The checks below turn a value of the wrong TOML type into a one-line error naming the file and key,
+# where int("a") or "a".get(...) deep in a cell would be a traceback (exit 1) after hours of other cells.
+def _integer(value: Any, where: str, least: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where} must be an integer, got {value!r}")
+    if least is not None and value < least:
+        raise InputError(f"{where} must be at least {least}, got {value}")
+    return value
+
+
+def _float(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def _table(doc: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: {key} must be a table ([{key}]), got {value!r}")
+    return value
+
+
+def _tables(doc: Mapping[str, Any], key: str, where: str) -> dict[str, dict[str, Any]]:
+    """``[key.NAME]`` tables: each value of ``[key]`` a table."""
+    tables = _table(doc, key, where)
+    for name, value in tables.items():
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: {key}.{name} must be a table ([{key}.{name}]), got {value!r}")
+    return tables
+
+
+def _names(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where} must be a list of names, got {value!r}")
+    return list(value)
+
+
+#: The grid keys whose values are numbers (the others name a file or a table).
+_INTEGER_GRID_KEYS = ("n", "k")
+
+
 def load_study(path: str | Path, *, check_files: bool = True) -> Study:
     """The study file at ``path``, validated (errors are `InputError`s naming the file and key);
     ``check_files=False`` does not require the data sets to exist (plotting finished results)."""
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such study file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: invalid TOML ({exc})") from None
+    # read_toml: a directory, an unreadable or a binary file is a one-line error (exit 2), as on every command.
+    doc = read_toml(p, "study file")
     unknown = sorted(set(doc) - TABLES)
     if unknown:
         raise InputError(f"{p}: unknown table(s) {', '.join(unknown)} (known: {', '.join(sorted(TABLES))})")
+    for table in TABLES:
+        _table(doc, table, str(p))
     study = dict(doc.get("study", {}))
     bad = sorted(set(study) - STUDY_KEYS)
     if bad:
@@ -163,8 +210,9 @@ def load_study(path: str | Path, *, check_files: bool = True) -> Study:
     kind = str(study.get("kind", "rounds"))
     if kind not in ("rounds", "permutation"):
         raise InputError(f"{p} [study]: kind must be 'rounds' or 'permutation', got {kind!r}")
-    seeds = tuple(int(s) for s in _list(study.get("seeds", [1]), f"{p} [study] seeds"))
-    methods = tuple(str(m) for m in study.get("methods", list(METHODS)))
+    seeds = tuple(_integer(s, f"{p} [study] seeds[{i}]")
+                  for i, s in enumerate(_list(study.get("seeds", [1]), f"{p} [study] seeds")))
+    methods = tuple(_names(study.get("methods", list(METHODS)), f"{p} [study] methods"))
     for method in methods:
         if method not in METHODS:
             raise InputError(f"{p} [study]: unknown method {method!r} (known: {', '.join(METHODS)})")
@@ -172,23 +220,31 @@ def load_study(path: str | Path, *, check_files: bool = True) -> Study:
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
         raise InputError(f"{p} [grid]: unknown key(s) {', '.join(bad)}; known: {', '.join(GRID_KEYS)}")
-    attributes = {name: {"qi": list(t.get("qi", [])), "confidential": list(t.get("confidential", []))}
-                  for name, t in doc.get("attributes", {}).items()}
-    faults = {name: dict(t) for name, t in doc.get("faults", {}).items()}
+    for key, values in grid.items():
+        for value in values:
+            if key in _INTEGER_GRID_KEYS:
+                _integer(value, f"{p} [grid] {key}: each value", least=1)
+            elif not isinstance(value, str):
+                raise InputError(f"{p} [grid] {key}: each value must be a name (a string), got {value!r}")
+    attributes = {name: {"qi": _names(t.get("qi", []), f"{p} [attributes.{name}] qi"),
+                         "confidential": _names(t.get("confidential", []), f"{p} [attributes.{name}] confidential")}
+                  for name, t in _tables(doc, "attributes", str(p)).items()}
+    faults = {name: dict(t) for name, t in _tables(doc, "faults", str(p)).items()}
     faults.setdefault("none", {})
-    mix = {name: {s: float(f) for s, f in t.items()} for name, t in doc.get("mix", {}).items()}
+    mix = {name: {s: _float(f, f"{p} [mix.{name}] {s}") for s, f in t.items()}
+           for name, t in _tables(doc, "mix", str(p)).items()}
     mix.setdefault("honest", {"honest": 1.0})
-    strategies = {name: dict(t) for name, t in doc.get("strategies", {}).items()}
+    strategies = {name: dict(t) for name, t in _tables(doc, "strategies", str(p)).items()}
     types = tuple(SubjectType(name, _number(t, "a", f"{p} [types.{name}]"), _number(t, "b", f"{p} [types.{name}]"),
                               _number(t, "c", f"{p} [types.{name}]"),
                               _number(t, "fraction", f"{p} [types.{name}]", 1.0))
-                  for name, t in doc.get("types", {}).items())
+                  for name, t in _tables(doc, "types", str(p)).items())
     if not types:
         types = (SubjectType("interested-concerned", 1.0, 1.0, 0.01, 1.0),)
-    risk = {key: float(doc.get("risk", {}).get(key, default))
+    risk = {key: _number(doc.get("risk", {}), key, f"{p} [risk]", default)
             for key, default in (("collector", 1.0), ("intruder", 0.0), ("group", 0.0))}
     collector_types: dict[str, dict[str, float]] = {}
-    for name, table in doc.get("collector_types", {}).items():
+    for name, table in _table(doc, "collector_types", str(p)).items():
         where = f"{p} [collector_types.{name}]"
         if not isinstance(table, dict):
             raise InputError(f"{where} must be a table (keys: {', '.join(COLLECTOR_WEIGHTS)})")
@@ -198,11 +254,14 @@ def load_study(path: str | Path, *, check_files: bool = True) -> Study:
         collector_types[name] = {key: _number(table, key, where, default) for key, default in COLLECTOR_WEIGHTS.items()}
     result = Study(
         path=p, name=str(study.get("name", p.stem)), kind=kind, seeds=seeds, methods=methods,
-        local_noise=tuple(float(a) for a in study.get("local_noise", [1.0])),
-        focal=int(study.get("focal", 0)), intruder_random_records=int(study.get("intruder_random_records", 2000)),
+        local_noise=tuple(_float(a, f"{p} [study] local_noise[{i}]")
+                          for i, a in enumerate(_array(study.get("local_noise", [1.0]), f"{p} [study] local_noise"))),
+        focal=_integer(study.get("focal", 0), f"{p} [study] focal", least=0),
+        intruder_random_records=_integer(study.get("intruder_random_records", 2000),
+                                         f"{p} [study] intruder_random_records", least=0),
         grid=grid, attributes=attributes, faults=faults, strategies=strategies, mix=mix, types=types, risk=risk,
         round=dict(doc.get("round", {})), permutation=dict(doc.get("permutation", {})),
-        collectors={name: dict(t) for name, t in doc.get("collectors", {}).items()},
+        collectors={name: dict(t) for name, t in _tables(doc, "collectors", str(p)).items()},
         collector_types=collector_types or {"default": dict(COLLECTOR_WEIGHTS)},
     )
     _validate(result, check_files)

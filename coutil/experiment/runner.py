@@ -3,6 +3,9 @@
 ``DIR/cells/<id>.json`` holds one finished cell (written to a temporary file, then `os.replace`d, so
 an interrupted run never leaves half a file). A second run of the same study skips every cell whose
 file exists; results are a function of the cell alone, so a resumed study equals an uninterrupted one.
+A cell file that is not one (damaged on disk, edited, a directory) stops the run before any cell is
+computed, with a one-line `InputError` naming it: it is neither used nor overwritten, and moving it
+away makes the next run compute that cell again.
 `collect` then writes ``subjects.csv`` (one row per cell, seed, method and subject), ``summary.csv``
 (one row per cell and method) and, for round studies, the payoff table (`coutil.experiment.payoffs`).
 
@@ -46,10 +49,53 @@ def compute_cell(study: Study, cell: dict[str, Any]) -> dict[str, Any]:
     return rounds
 
 
+#: The keys `collect` reads of a cell's result, per study kind, and the JSON type of each.
+_RESULT_KEYS: dict[str, dict[str, type]] = {
+    "rounds": {"cell": dict, "rows": list, "summary": list},
+    "permutation": {"cell": dict, "rows": list, "summary": list, "original_counts": list, "random_counts": list},
+}
+
+
+def read_cell(study: Study, out: Path, cell: dict[str, Any]) -> dict[str, Any]:
+    """A finished cell's result; `InputError` naming the file when it is not one.
+
+    Refused rather than recomputed: the file is left as it is (nothing of it is lost, whatever it holds)
+    and the message says how to have the cell computed again."""
+    path = cell_file(out, cell)
+    again = "move it away to compute that cell again"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a cell's result file ({again})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the cell's result file ({exc}); {again}") from None
+    except (ValueError, RecursionError):  # JSONDecodeError, a number too long to convert, too deep
+        raise InputError(f"{path}: damaged cell result (not JSON); {again}") from None
+    if not isinstance(result, dict):
+        raise InputError(f"{path}: damaged cell result (a JSON {type(result).__name__}, not an object); {again}")
+    for key, kind in _RESULT_KEYS[study.kind].items():
+        if not isinstance(result.get(key), kind):
+            json_kind = "object" if kind is dict else "list"
+            raise InputError(f"{path}: damaged cell result (no {key!r} {json_kind}); {again}")
+    if result["cell"].get("id") != cell["id"]:
+        raise InputError(f"{path}: the result of another cell ({result['cell'].get('id')!r}); {again}")
+    rows = [*result["rows"], *result["summary"]]
+    if not all(isinstance(row, dict) for row in rows):
+        raise InputError(f"{path}: damaged cell result (a row that is not an object); {again}")
+    return result
+
+
 def pending_cells(study: Study, out: Path) -> tuple[list[dict[str, Any]], int]:
-    """The cells without a result file, and how many have one."""
+    """The cells without a result file, and how many have one (each read: `InputError` if damaged)."""
     cells = study.cells()
-    todo = [cell for cell in cells if not cell_file(out, cell).exists()]
+    todo = []
+    for cell in cells:
+        if cell_file(out, cell).exists():
+            # Checked before any cell runs: a damaged file found by `collect` only after hours of cells
+            # would stop the study at its end.
+            read_cell(study, out, cell)
+        else:
+            todo.append(cell)
     return todo, len(cells) - len(todo)
 
 
@@ -111,12 +157,7 @@ def _execute(study: Study, cells: list[dict[str, Any]], workers: int,
 
 def load_results(study: Study, out: Path) -> list[dict[str, Any]]:
     """Every finished cell's result of ``study`` under ``out``, in grid order."""
-    results = []
-    for cell in study.cells():
-        path = cell_file(out, cell)
-        if path.exists():
-            results.append(json.loads(path.read_text(encoding="utf-8")))
-    return results
+    return [read_cell(study, out, cell) for cell in study.cells() if cell_file(out, cell).exists()]
 
 
 def collect(study: Study, out: Path) -> dict[str, Any]:

@@ -90,7 +90,8 @@ def parse_broker_url(url: str, *, ca_file: str | None = None, insecure: bool = F
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise InputError(f"broker URL {_redact(url)!r}: unexpected path or query")
     if ca_file is not None and not os.path.isfile(ca_file):
-        raise InputError(f"broker CA file {ca_file!r} does not exist")
+        what = "is a directory" if os.path.isdir(ca_file) else "does not exist"
+        raise InputError(f"broker CA file {ca_file!r} {what}")
     return BrokerAddress(
         host=parts.hostname,
         port=port if port is not None else _DEFAULT_PORTS[scheme],

@@ -187,6 +187,10 @@ def read_transcript(path: Path) -> Transcript:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError:
+        # Python refuses to convert an integer of more than 4,300 digits (CVE-2020-10735): no transcript
+        # holds one, so the file is malformed, as for any other JSON it cannot take.
+        raise InputError(f"{path}: not a transcript (a JSON number too long to read)") from None
     except RecursionError:
         raise InputError(f"{path}: not a transcript (JSON nested too deep)") from None
     return transcript_from_document(doc, str(path))
