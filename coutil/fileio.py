@@ -154,7 +154,8 @@ def check_replaceable_directory(target: Path, replaceable: Iterable[str] | None)
                          "whole: choose another output directory")
 
 
-def _same_path(a: Path, b: Path) -> bool:
+def same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links too; by resolved path when either is missing)."""
     try:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
@@ -184,7 +185,7 @@ def refuse_overwriting_inputs(outputs: Mapping[str, Path | None], inputs: Mappin
         for in_name, in_path in inputs.items():
             if in_path is None:
                 continue
-            clash = _inside(in_path, out_path) if out_name in as_directory else _same_path(out_path, in_path)
+            clash = _inside(in_path, out_path) if out_name in as_directory else same_path(out_path, in_path)
             if clash:
                 what = "holds" if out_name in as_directory else "is"
                 raise InputError(f"{out_name} {out_path} {what} the input {in_name} {in_path}: it would be "

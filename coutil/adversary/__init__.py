@@ -53,6 +53,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "erase-complaints": "coutil.adversary.collector:EraseComplaints",
     "split-assign": "coutil.adversary.private_run:SplitAssign",
     "split-announce": "coutil.adversary.private_run:SplitAnnounce",
+    "split-roster": "coutil.adversary.private_run:SplitRoster",
 }
 
 

@@ -216,7 +216,7 @@ class SplitViewRoster(CollectorStrategy):
         if hidden is None:
             return out
         order = [k for k in self._order if k != hidden]
-        tree = merkle.MerkleTree([merkle.roster_leaf(k, self._registrations[k].qi) for k in order])
+        tree = merkle.MerkleTree([merkle.roster_leaf(k, self._registrations[k].commitment) for k in order])
         real = codec.decode(self._roster_out.payload).message
         assert isinstance(real, Roster)
         self._fake_tree = tree
@@ -228,7 +228,8 @@ class SplitViewRoster(CollectorStrategy):
             assert isinstance(assign, Assign)
             index = order.index(key)
             new = Outgoing(old.topic, self._sign(dataclasses.replace(
-                assign, leaf_index=index, proof=tree.proof(index), merkle_root=tree.root)))
+                assign, leaf_index=index, proof=tree.proof(index), merkle_root=tree.root,
+                fellows=self._fellows(key, assign.members, tree, order))))
             replaced[old.payload] = self._assign_msgs[key] = new
             self._resend.arm(("assign", key), new, now)
         self.deviated = True

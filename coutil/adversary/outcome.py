@@ -54,11 +54,11 @@ from coutil.sdc.mdav import mdav
 PROTOCOL_COMPLAINTS = frozenset({
     "malformed_release", "rows_root_mismatch", "roster_mismatch", "split_view", "rerun_after_reveal",
     "excluded_after_reveal", "regroup_after_reveal", "run_below_k", "run_not_in_group", "not_k_anonymous",
-    "run_not_as_stated", "group_not_as_run",
+    "run_not_as_stated", "group_not_as_run", "fellow_not_on_roster",
 })
 #: A subject's rejection of a collector message that shows the collector deviating.
 COLLECTOR_REJECTIONS = frozenset({"roster_changed", "root_mismatch", "bad_inclusion", "bad_assign",
-                                  "bad_shuffle_start", "bad_reveal_open"})
+                                  "fellow_not_on_roster", "bad_shuffle_start", "bad_reveal_open"})
 
 
 #: At most this many detectors are named (their number is reported beside).

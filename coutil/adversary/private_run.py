@@ -7,21 +7,26 @@
   her run (its own records taken out, hers is left), and publishes the honest MDAV release, her record
   in her real group, as if nothing had happened.
 
-What stops it: each member checks that her released group holds no more records than the run she
-revealed in had members (`group_not_as_run`): her record in her group's release makes her and every
-group-mate complain; left out of it, she complains `not_included`. An auditor sees one group shown two
-member lists (roster check) and runs that do not follow from one another (exclusion evidence). What it still gets:
-the victim's record (she cannot tell the identities beside her from real respondents: SPEC §3's Sybil
-limit, measured by `tests/adversary/test_collector_strategies.py`). With ``withhold = true`` it aborts the
-round once every run opened instead of releasing (found by an attacker): with no release to audit,
-nothing of it is detected (SPEC §3).
+What stops it: her assign carries each fellow member's roster entry (leaf index, QI commitment,
+inclusion proof; SPEC §8.3), and the identities it holds are on no roster: their entries (made up here)
+do not lead to the root, so she refuses the group (`fellow_not_on_roster`) and complains in her verdict.
+Her run of her own never opens; after three step timeouts the collector gives it up and releases the
+rest as if nothing had happened. Before the fellow entries (found by an attacker) her record was opened
+and attributed, detected only through the release: her group holding more records than her run had
+members (`group_not_as_run`). With ``withhold = true`` it aborts the round instead of releasing: before,
+her record was attributed unseen; now liveness only. With identities of its own *on* the roster it is
+``fabricate-members`` (SPEC §3's Sybil limit).
+
+- ``split-roster``: ``split-assign`` with a roster of her own (found by a reviewer of the fellow entries):
+  her puppets are on the roster only she is shown, so her fellows verify, and her record is attributed;
+  withheld, nobody notices (SPEC §3, the split-roster limit).
 
 - ``split-announce`` (a collector that runs the broker, with the broker strategy of that name): the
   victim alone is shown an announce of the same round with another k (``k``, default 1), the others the
   real one; then ``split-assign`` with a run of that size: at k = 1 she is a group of one, with no
   identity of the collector's beside her, and her record is opened alone. What stops it: her own floor
   on k (SPEC §4 announce; `coutil.protocol.subject_core.MIN_K`): she does not take part below 2. Above
-  it the run needs identities of the collector's (the Sybil limit, as ``split-assign``), and every run's
+  it the run needs identities of the collector's on the roster (the Sybil limit), and every run's
   membership digest starts from the announce each member took part on, so a real member shown the other
   announce than the victim states another digest (SPEC §8.4).
 """
@@ -34,15 +39,15 @@ from typing import ClassVar
 
 from coutil.adversary.collector import FabricateMembers, Opening
 from coutil.errors import RemoteProtocolError
-from coutil.protocol import codec, topics
+from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector_groups import GroupMessage, GroupState
 from coutil.protocol.events import RoundAborted
-from coutil.protocol.messages import Announce, Assign, Verdict
+from coutil.protocol.messages import Announce, Assign, Fetch, Roster, Verdict
 from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
 from coutil.protocol.states import CollectorState, SubjectState
 from coutil.protocol.subject import SubjectNode
 
-__all__ = ["SplitAnnounce", "SplitAssign"]
+__all__ = ["SplitAnnounce", "SplitAssign", "SplitRoster"]
 
 #: The number of the victim's run of her own (any number her group's real runs never reach).
 PRIVATE_RUN = 1000
@@ -58,6 +63,10 @@ class _Puppet(SubjectNode):
         self._members = self._assigned = members
         self.state = SubjectState.SHARING
 
+    def see_roster(self, root: bytes, n: int) -> None:
+        """The roster its collector shows the victim (``split-roster``): the one its run_keys state."""
+        self._roster_root, self._roster_size = root, n
+
 
 class SplitAssign(FabricateMembers):
     """Keeps the victim apart for a run of her own with identities of its own (module docstring)."""
@@ -71,6 +80,8 @@ class SplitAssign(FabricateMembers):
         self.private: GroupState | None = None
         self._private_records: list[tuple[float, ...]] | None = None
         self._release_waiting = False
+        #: When it stops waiting for her run of her own (she refused its assign: fellows not on the roster).
+        self._give_up_at: float | None = None
         self._honest_assign: Outgoing | None = None
         self._apart: int | None = None  #: her group's label, once its mates' run left her out
 
@@ -128,7 +139,10 @@ class SplitAssign(FabricateMembers):
             old = self._assign_msgs[key]
             assign = codec.decode(old.payload).message
             assert isinstance(assign, Assign)
-            new = Outgoing(old.topic, self._sign(dataclasses.replace(assign, members=members)))
+            # Her puppets are on no roster: their entries can only be made up (she refuses them, SPEC §8.3).
+            fellows = self._fellows(key, members) if key != victim else tuple(
+                (0, bytes(32), ()) for m in members if m != key)
+            new = Outgoing(old.topic, self._sign(dataclasses.replace(assign, members=members, fellows=fellows)))
             replaced[old.payload] = new
             self._resend.arm(("assign", key), new, now)
             if key == victim:
@@ -195,6 +209,8 @@ class SplitAssign(FabricateMembers):
     def _publish_release(self, now: float) -> list[Outgoing]:
         if self.private is not None and self._private_records is None:
             self._release_waiting = True
+            if self._give_up_at is None:
+                self._give_up_at = now + 3 * self.config.step_timeout
             return []
         if self.params.get("withhold") is True:
             # Everything opened, hers included: no release, so nothing to audit and nobody complains (SPEC §3).
@@ -204,6 +220,20 @@ class SplitAssign(FabricateMembers):
             self._enter(CollectorState.ABORTED)
             return [self._withdraw_announce()]
         return super()._publish_release(now)
+
+    def next_timer(self) -> float | None:
+        times = [t for t in (super().next_timer(), self._give_up_at if self._release_waiting else None)
+                 if t is not None]
+        return min(times) if times else None
+
+    def on_timer(self, now: float) -> list[Outgoing]:
+        out = super().on_timer(now)
+        if self._release_waiting and self._give_up_at is not None and now >= self._give_up_at:
+            # Her run of her own never came (she refused it): the release without it, as if nothing happened.
+            self.private, self._release_waiting = None, False
+            self._resend.cancel("private_start")
+            out.extend(self._route(self._publish_release(now), now))
+        return out
 
     def _take_openings(self, now: float) -> None:
         super()._take_openings(now)
@@ -256,3 +286,73 @@ class SplitAnnounce(SplitAssign):
 
     def _victims_announce_digest(self) -> bytes:
         return self._other_announce_digest or self.announce_digest
+
+
+class SplitRoster(SplitAssign):
+    """``split-assign`` with a roster of her own (found by a reviewer of the fellow entries): the victim alone
+    is shown, on her inbox, the real roster's leaves plus one per puppet (their commitments its choice), and
+    her assign over it, fellow entries that lead to its root; everyone else gets the real roster on their
+    inbox, none retained. With ``withhold = true`` nothing ever compares the two (SPEC §3: the limit)."""
+
+    NAME = "split-roster"
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        self._own_tree: merkle.MerkleTree | None = None
+        self._own_roster = b""
+        self._own_assign: Outgoing | None = None
+
+    def _close_registration(self, now: float) -> list[Outgoing]:
+        out = super()._close_registration(now)
+        victim, private = self.victim_key, self.private
+        if private is None or victim is None or self._roster_out is None:
+            return out
+        commitments = {key: self._registrations[key].commitment for key in self._order}
+        commitments.update({p.public_key: bytes(32) for p in self.sybils})
+        order = sorted(commitments)
+        tree = merkle.MerkleTree([merkle.roster_leaf(key, commitments[key]) for key in order])
+        real = codec.decode(self._roster_out.payload).message
+        assert isinstance(real, Roster)
+        self._own_tree = tree
+        self._own_roster = self._sign(dataclasses.replace(real, n=len(order), merkle_root=tree.root))
+        for puppet in self.sybils:
+            if isinstance(puppet, _Puppet):
+                puppet.see_roster(tree.root, len(order))
+        old = self._assign_msgs[victim]
+        assign = codec.decode(old.payload).message
+        assert isinstance(assign, Assign)
+        index = order.index(victim)
+        fellows = tuple((order.index(m), commitments[m], tree.proof(order.index(m)))
+                        for m in private.members if m != victim)
+        own = Outgoing(old.topic, self._sign(dataclasses.replace(
+            assign, leaf_index=index, proof=tree.proof(index), merkle_root=tree.root, members=private.members,
+            fellows=fellows)))
+        self._resend.arm(("assign", victim), own, now)
+        self._own_assign = own
+        rosters = [Outgoing(topics.inbox(self.round_id, key), self._own_roster if key == victim
+                            else self._roster_out.payload) for key in self._order]
+        kept: list[Outgoing] = []
+        for o in out:
+            if o.topic == self._roster_out.topic:
+                continue  # no retained roster: a subscriber of the bulletin would see both
+            hers = o.topic == old.topic and o.payload != old.payload and codec.decode(o.payload).message.TAG == "assign"
+            kept.append(own if hers else o)
+        return rosters + kept
+
+    def _on_fetch(self, message: Fetch, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+        if message.sender == self.victim_key and self._own_assign is not None:
+            if message.what == "roster":
+                return [Outgoing(topics.inbox(self.round_id, message.sender), self._own_roster)]
+            if message.what == "assign":
+                return [self._own_assign]
+        return super()._on_fetch(message, decoded, now)
+
+    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
+        if self._own_tree is None:
+            return super()._on_private(topic, payload, now)
+        real, self._tree = self._tree, self._own_tree  # the roster its run states
+        try:
+            return super()._on_private(topic, payload, now)
+        finally:
+            self._tree = real
+

@@ -10,7 +10,6 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ from rich.text import Text
 
 from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
 from coutil.errors import ComplaintError, InputError, RoundIncompleteError
+from coutil.fileio import same_path
 
 collector_app = typer.Typer(help="The collector service.", no_args_is_help=True, cls=OneLineErrorsGroup)
 subject_app = typer.Typer(help="Subject nodes.", no_args_is_help=True, cls=OneLineErrorsGroup)
@@ -121,15 +121,6 @@ RoundOption = Annotated[str | None, typer.Option("--round", help="Round id in he
                                                  "default: the newest round).", show_default=False)]
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
-
-
 def _refuse_database_files(outputs: dict[str, Path], db: Path) -> None:
     """`InputError` for an output onto a file of the database beside it, even with --force (documented for
     the database alone): the secret is the collector's signing identity (a new one could never re-announce
@@ -139,7 +130,7 @@ def _refuse_database_files(outputs: dict[str, Path], db: Path) -> None:
                   "the database's shared-memory index": db.with_name(db.name + "-shm")}
     for option, path in outputs.items():
         for what, companion in companions.items():
-            if _same_file(path, companion):
+            if same_path(path, companion):
                 raise InputError(f"{option} {path} is {what} of --db {db}: writing there would destroy it; "
                                  "choose another output")
 

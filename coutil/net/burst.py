@@ -46,10 +46,12 @@ def _start(check: BurstCheck, batch: list[Entry[T]]) -> asyncio.Future[None]:
 
 
 async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check: BurstCheck,
-                          deliver: Callable[[T, str, bytes], None], chunk: int) -> None:
+                          deliver: Callable[[T, str, bytes], None], chunk: int,
+                          handed_out: Callable[[int], None] = lambda size: None) -> None:
     """Hand out ``backlog`` (filled by the transport's read callback, which sets ``ready``) in order,
     bursts checked ahead by ``check``, at most ``chunk`` node calls between two turns of the event
-    loop. Runs until cancelled; an exception raised by ``deliver`` (a node's bug) ends it."""
+    loop; ``handed_out`` gets the bytes of each batch once delivered. Runs until cancelled; an exception
+    raised by ``deliver`` (a node's bug) ends it."""
     in_check: deque[tuple[list[Entry[T]], asyncio.Future[None] | None]] = deque()
     usable = True
     try:
@@ -77,6 +79,7 @@ async def deliver_checked(backlog: deque[Entry[T]], ready: asyncio.Event, check:
                 if calls >= chunk:
                     calls = 0
                     await asyncio.sleep(0)
+            handed_out(sum(len(data) for _, data, _ in batch))
     finally:
         for _, future in in_check:
             if future is not None:

@@ -75,6 +75,8 @@ class Connection:
         #: hands them out). Targets None: routed when the message's turn comes, after the messages
         #: ahead of it (which may make a node subscribe to its topic).
         self.backlog: deque[tuple[str, bytes, list[HostedNode] | None]] = deque()
+        #: Bytes of the messages in the backlog or being checked ahead (bounded by ``max_backlog_bytes``).
+        self.backlog_bytes = 0
         self.backlog_ready = asyncio.Event()
         #: Checks bursts of received messages ahead of the node (`coutil.net.burst`); every message
         #: then goes through the backlog.
@@ -89,6 +91,10 @@ class Connection:
         self.jitter = random.Random(client_id)  # not the global `random`: per-connection, seeded
         for hosted in nodes:
             hosted.connection = self
+
+    def release_backlog(self, size: int) -> None:
+        """``size`` bytes of messages left the backlog (handed to their nodes)."""
+        self.backlog_bytes -= size
 
     def reset(self) -> None:
         """Clean session: the broker forgot every subscription; every node's filters are routed and

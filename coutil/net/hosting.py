@@ -413,6 +413,8 @@ class _Host:
             if connection.backlog and connection.check is None:
                 # Older messages still waiting, which this one must not overtake: routed when its turn
                 # comes (one of them may make a node subscribe to its topic), by `deliver_backlog`.
+                if not self._backlog_room(connection, len(data)):
+                    return
                 connection.backlog.append((topic, data, None))
                 connection.backlog_ready.set()
                 return
@@ -422,6 +424,8 @@ class _Host:
                 return
             if connection.backlog or len(targets) > self.options.delivery_chunk or connection.check is not None:
                 # Too many node calls for one callback of the event loop: handed out by `deliver_backlog`.
+                if not self._backlog_room(connection, len(data)):
+                    return
                 connection.backlog.append((topic, data, list(targets)))
                 connection.backlog_ready.set()
                 return
@@ -430,6 +434,15 @@ class _Host:
         except BaseException as exc:  # a node's bug: end hosting with it, not the connection
             connection.error = exc
             connection.failed.set()
+
+    def _backlog_room(self, connection: Connection, size: int) -> bool:
+        """Whether a message of ``size`` bytes may wait in the backlog (`DriverOptions.max_backlog_bytes`); if
+        not, it is dropped and counted: a flood must not grow the process without bound."""
+        if connection.backlog_bytes + size > self.options.max_backlog_bytes:
+            connection.wire.drops += 1
+            return False
+        connection.backlog_bytes += size
+        return True
 
     def _deliver_to(self, hosted: HostedNode, topic: str, data: bytes) -> None:
         hosted.traffic.received_messages += 1
@@ -464,6 +477,7 @@ class _Host:
                     return
                 if not targets:
                     connection.backlog.popleft()
+                    connection.backlog_bytes -= len(data)
                 if calls >= chunk:
                     calls = 0
                     await asyncio.sleep(0)
@@ -473,7 +487,7 @@ class _Host:
         """`deliver_backlog` for a connection whose bursts are checked ahead (`coutil.net.burst`)."""
         try:
             await deliver_checked(connection.backlog, connection.backlog_ready, check, self._deliver_to,
-                                  self.options.delivery_chunk)
+                                  self.options.delivery_chunk, connection.release_backlog)
         except Exception as exc:  # a node's bug, as in `_on_payload`
             connection.error = exc
             connection.failed.set()

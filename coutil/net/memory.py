@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -356,11 +357,15 @@ class MemoryBus:
             if made and self.broker is not None:
                 # What the receiver made of the broker's own delivery: the rejections it recorded.
                 rejections = getattr(node, "rejections", None)
-                before = len(rejections) if rejections is not None else 0
+                tally = getattr(rejections, "tally", None)  # a `RejectionLog` counts beyond what it keeps
+                before = Counter(tally) if tally is not None else None
+                kept_before = len(rejections) if rejections is not None else 0
                 outgoing = node.receive(topic, payload, self.now)
-                new = list(rejections[before:]) if rejections is not None else []
-                self.broker.observe(self._ids[index], topic, payload,
-                                    [(str(r.reason), bool(r.ignored)) for r in new])
+                if tally is not None and before is not None:
+                    new = [pair for pair, count in (tally - before).items() for _ in range(count)]
+                else:  # a plain list (a node wrapping another, e.g. the collector service's)
+                    new = [(str(r.reason), bool(r.ignored)) for r in (rejections or [])[kept_before:]]
+                self.broker.observe(self._ids[index], topic, payload, new)
                 self._after_call(index, outgoing)
             else:
                 self._after_call(index, node.receive(topic, payload, self.now))

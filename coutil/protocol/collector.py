@@ -30,6 +30,7 @@ from coutil.protocol.collector_release import (
     release_rows,
     verdict_rows,
 )
+from coutil.protocol.config import MAX_QI_MAGNITUDE
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.events import (
     CollectorEvent,
@@ -44,6 +45,7 @@ from coutil.protocol.events import (
     VerdictAccepted,
 )
 from coutil.protocol.messages import (
+    VERDICT_REASONS,
     Announce,
     Batch,
     Blame,
@@ -229,8 +231,8 @@ class CollectorNode(CollectorCore):
         digest = decoded.digest
         if len(message.qi) != len(self.config.qi):
             raise RemoteProtocolError("bad_field", f"{len(message.qi)} QI values, expected {len(self.config.qi)}")
-        if not all(math.isfinite(v) for v in message.qi):
-            raise RemoteProtocolError("bad_field", "non-finite QI value")
+        if not all(math.isfinite(v) and abs(v) <= MAX_QI_MAGNITUDE for v in message.qi):
+            raise RemoteProtocolError("bad_field", f"a QI value that is not finite or beyond {MAX_QI_MAGNITUDE:g}")
         known = self._registrations.get(message.sender)
         if known is not None:
             if known.digest != digest:
@@ -238,7 +240,8 @@ class CollectorNode(CollectorCore):
             return [known.ack]  # the ack was lost: send it again
         ack = RegisterAck(self.round_id, self.public_key, message.sender, digest)
         out = Outgoing(topics.inbox(self.round_id, message.sender), self._sign(ack))
-        self._registrations[message.sender] = Registration(message.sender, message.qi, digest, out)
+        self._registrations[message.sender] = Registration(message.sender, message.qi, digest, out,
+                                                           merkle.qi_commitment(message.salt, message.qi))
         self._last_registration_at = now
         self._event(RegistrationAccepted(now, topics.sid_of(message.sender), message.sender, digest))
         expected = self.config.expected_subjects
@@ -263,7 +266,7 @@ class CollectorNode(CollectorCore):
             self._enter(CollectorState.ABORTED)
             return [self._withdraw_announce()]
         self._order = sorted(self._registrations)
-        leaves = [merkle.roster_leaf(key, self._registrations[key].qi) for key in self._order]
+        leaves = [merkle.roster_leaf(key, self._registrations[key].commitment) for key in self._order]
         self._tree = merkle.MerkleTree(leaves)
         self._qi_matrix = np.array([self._registrations[key].qi for key in self._order], dtype=np.float64)
         labels, self._centroids, n_groups = self._form_groups(self._qi_matrix)
@@ -397,6 +400,8 @@ class CollectorNode(CollectorCore):
         digest = decoded.digest
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "verdict from a subject not in the roster")
+        if message.reason not in VERDICT_REASONS or message.accept != (message.reason == "ok"):
+            raise RemoteProtocolError("bad_field", "a verdict reason that is not a reason code, or accept without ok")
         known = self._verdicts.get(message.sender)
         if known is not None and known != message:
             raise RemoteProtocolError("conflicting_verdict", "a second, different verdict")

@@ -37,7 +37,7 @@ from coutil.protocol.events import (
     RunStarted,
 )
 from coutil.protocol.messages import Assign, Message, Reveal, RunKeys, Verdict
-from coutil.protocol.node import SERIAL_POOL, Outgoing, Pending, RandomSource, Rejection, WorkPool
+from coutil.protocol.node import SERIAL_POOL, Outgoing, Pending, RandomSource, Rejection, RejectionLog, WorkPool
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap
 from coutil.protocol.states import CollectorState
@@ -59,6 +59,8 @@ class Registration:
     qi: tuple[float, ...]
     digest: bytes
     ack: Outgoing
+    #: `coutil.protocol.merkle.qi_commitment` of her salt and QIs: what her roster leaf holds of them.
+    commitment: bytes = b""
 
 
 class CollectorCore:
@@ -92,7 +94,7 @@ class CollectorCore:
         self._pool = pool
         self._opening: dict[int, Pending[list[Record | None]]] = {}
         self.state = CollectorState.CREATED
-        self.rejections: list[Rejection] = []
+        self.rejections = RejectionLog()
         #: The sid the message being handled is addressed to (its topic towards one member), else None.
         self._addressed_to: str | None = None
         self._events: list[CollectorEvent] = []
@@ -187,7 +189,21 @@ class CollectorCore:
         group = self._groups[label]
         centroid = tuple(float(v) for v in self._centroid_of(group))
         return Assign(self.round_id, self.public_key, key, key_index, self._tree.proof(key_index),
-                      self._tree.root, label, group.members, centroid)
+                      self._tree.root, label, group.members, centroid, self._fellows(key, group.members))
+
+    def _fellows(self, key: bytes, members: tuple[bytes, ...], tree: merkle.MerkleTree | None = None,
+                 order: list[bytes] | None = None) -> tuple[tuple[int, bytes, tuple[bytes, ...]], ...]:
+        """Every other member's roster entry (leaf index, QI commitment, inclusion proof) in ``tree`` over the
+        keys ``order`` (default: the roster's), for her assign (SPEC §8.3)."""
+        tree = tree if tree is not None else self._tree
+        assert tree is not None
+        fellows = []
+        for member in members:
+            if member == key:
+                continue
+            index = self._index_of(member) if order is None else order.index(member)
+            fellows.append((index, self._registrations[member].commitment, tree.proof(index)))
+        return tuple(fellows)
 
     def _send_assign(self, key: bytes, key_index: int, now: float, signed: bytes | None = None) -> list[Outgoing]:
         """Her assign (``signed``: its envelope, already signed by `_sign_many`), re-sent until acknowledged."""

@@ -18,7 +18,7 @@ from coutil.protocol import topics
 from coutil.protocol.collector_groups import Record
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import Verdict
-from coutil.protocol.node import Rejection
+from coutil.protocol.node import Rejection, RejectionLog
 from coutil.sdc.generalization import classes_of
 from coutil.sdc.mdav import mdav
 
@@ -105,6 +105,8 @@ def excluded_rows(excluded: Mapping[bytes, str]) -> list[dict[str, object]]:
 
 
 def rejection_counts(rejections: Iterable[Rejection]) -> dict[str, int]:
+    if isinstance(rejections, RejectionLog):
+        return dict(rejections.counts())  # every one, not only those kept one by one
     counts: dict[str, int] = {}
     for rejection in rejections:
         counts[rejection.reason] = counts.get(rejection.reason, 0) + 1

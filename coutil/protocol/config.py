@@ -28,6 +28,10 @@ MAX_ATTRIBUTES = 64
 MAX_K = 1000
 #: Random records of a subject's plausibility test (a subject refuses a round asking for more).
 MAX_RANDOM_RECORDS = 10**7
+#: Largest magnitude of a registered QI value (SPEC §7.3 register): beyond it a group's sum of QIs could
+#: overflow float64 (two registrations of 1e308 crashed MDAV's standardization and the collector service,
+#: found by an attacker); 1e15 is also where float64 stops holding every integer.
+MAX_QI_MAGNITUDE = 1e15
 #: How a round may form its groups.
 GROUPINGS = ("mdav", "safepub")
 #: The fields of a SafePub round (absent from an MDAV round's manifest).

@@ -23,9 +23,20 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
-def roster_leaf(public_key: bytes, qi: Sequence[float]) -> bytes:
-    """A roster entry: the subject's key followed by her QI values as little-endian float64."""
-    return bytes(public_key) + struct.pack(f"<{len(qi)}d", *qi)
+#: Domain separation of `qi_commitment` (version 1 of its encoding).
+QI_COMMITMENT_TAG = b"coutil/roster-qi/v1\x00"
+
+
+def qi_commitment(salt: bytes, qi: Sequence[float]) -> bytes:
+    """SHA-256 of `QI_COMMITMENT_TAG`, the registration's 32-byte salt and her QI values as little-endian
+    float64: what her roster leaf holds of her QIs. The salt keeps a fellow member, who sees the commitment
+    in his assign, from trying QI values until one matches."""
+    return hashlib.sha256(QI_COMMITMENT_TAG + bytes(salt) + struct.pack(f"<{len(qi)}d", *qi)).digest()
+
+
+def roster_leaf(public_key: bytes, commitment: bytes) -> bytes:
+    """A roster entry: the subject's key followed by her `qi_commitment`."""
+    return bytes(public_key) + bytes(commitment)
 
 
 def rows_root(rows: bytes, columns: int) -> bytes:

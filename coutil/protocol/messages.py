@@ -51,12 +51,14 @@ class Announce:
 
 @dataclass(frozen=True)
 class Register:
-    """Subject -> collector. Her fresh per-round key (the sender) and her QI values."""
+    """Subject -> collector. Her fresh per-round key (the sender), her QI values, and the salt of her QIs'
+    commitment in her roster leaf (SPEC §8.3), so that fellow members can check her leaf without her QIs."""
 
     TAG: ClassVar[str] = "register"
     round_id: bytes
     sender: bytes
     qi: tuple[float, ...]
+    salt: bytes
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,9 @@ class Assign:
     #: Group members' per-round Ed25519 keys in mixing order (sorted by key).
     members: tuple[bytes, ...]
     centroid: tuple[float, ...]
+    #: Each other member's roster entry, in ``members`` order without her: (leaf index, QI commitment,
+    #: inclusion proof), so that she checks every fellow is on the roster (SPEC §8.3) without their QIs.
+    fellows: tuple[tuple[int, bytes, tuple[bytes, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -263,6 +268,16 @@ class Fetch:
     round_id: bytes
     sender: bytes
     what: str
+
+
+#: The reason codes of a verdict (SPEC §7.3): her audit's (`coutil.audit.subject.REASONS`) and the protocol
+#: complaints. A verdict with another reason is REJECT ``bad_field`` (an auditor or an operator's screen must
+#: never have to print a subject's free text).
+VERDICT_REASONS = frozenset({
+    "ok", "malformed_release", "not_included", "not_k_anonymous", "distance_below_promise", "rows_root_mismatch",
+    "roster_mismatch", "split_view", "rerun_after_reveal", "excluded_after_reveal", "regroup_after_reveal",
+    "run_below_k", "run_not_in_group", "run_not_as_stated", "group_not_as_run", "fellow_not_on_roster",
+})
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar, cast
 
 # Re-exported: the event base class moved to coutil.protocol.events with the typed events.
@@ -115,6 +116,37 @@ class Rejection:
     #: The message's type tag when it decoded (``run_keys``, ``assign``, ...): which kind of re-send a
     #: duplicate was. Empty when the payload did not decode.
     kind: str = ""
+
+
+#: Rejections a node keeps one by one; every one is counted (`RejectionLog.tally`). A flood of bad messages
+#: must not grow a node without bound (found by an attacker: 200,000 one-byte payloads on 2 kB topics added
+#: 275 MB to the collector service).
+KEPT_REJECTIONS = 10_000
+#: Characters of a rejected message's topic and detail that are kept (the topic is the sender's choice).
+KEPT_TEXT = 200
+
+
+class RejectionLog(list[Rejection]):
+    """A node's rejections: the first `KEPT_REJECTIONS` one by one (topic and detail cut to `KEPT_TEXT`
+    characters), and a count of every one by (reason, ignored)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tally: Counter[tuple[str, bool]] = Counter()
+
+    def append(self, rejection: Rejection) -> None:
+        self.tally[(rejection.reason, rejection.ignored)] += 1
+        if len(self) < KEPT_REJECTIONS:
+            if len(rejection.topic) > KEPT_TEXT or len(rejection.detail) > KEPT_TEXT:
+                rejection = replace(rejection, topic=rejection.topic[:KEPT_TEXT], detail=rejection.detail[:KEPT_TEXT])
+            super().append(rejection)
+
+    def counts(self) -> Counter[str]:
+        """Every rejection (kept or not) by reason."""
+        out: Counter[str] = Counter()
+        for (reason, _), count in self.tally.items():
+            out[reason] += count
+        return out
 
 
 class RandomSource(Protocol):

@@ -10,6 +10,8 @@ Any message not accepted in the current state is recorded as ignored.
 
 from __future__ import annotations
 
+import hashlib
+
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.config import MAX_RANDOM_RECORDS
@@ -50,11 +52,15 @@ from coutil.protocol.subject_core import SubjectCore
 
 __all__ = ["STATE_EDGES", "TRANSITIONS", "SubjectNode", "SubjectState"]
 
+#: Domain separation of the subject's derivation of her roster salt (`SubjectNode._roster_salt`).
+ROSTER_SALT_TAG = b"coutil/roster-salt/v1\x00"
+
 #: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
 STATE_EDGES: dict[SubjectState, tuple[SubjectState, ...]] = {
     SubjectState.AWAIT_ANNOUNCE: (SubjectState.REGISTERING, SubjectState.INCOMPATIBLE, SubjectState.SAMPLED_OUT),
-    SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING, SubjectState.EXCLUDED),
-    SubjectState.REGISTERED: (SubjectState.SHARING, SubjectState.EXCLUDED),
+    SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING, SubjectState.AWAIT_RELEASE,
+                               SubjectState.EXCLUDED),
+    SubjectState.REGISTERED: (SubjectState.SHARING, SubjectState.AWAIT_RELEASE, SubjectState.EXCLUDED),
     SubjectState.SHARING: (SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.EXCLUDED),
     SubjectState.AWAIT_RELEASE: (SubjectState.VERDICT_SENT,),
     SubjectState.VERDICT_SENT: (SubjectState.DONE,),
@@ -226,13 +232,18 @@ class SubjectNode(SubjectCore):
         self._params = params
         self._announce_digest = digest
         self._resend.limit_interval(params.step_timeout / 4)
-        register = Register(message.round_id, self.public_key, self._qi)
+        register = Register(message.round_id, self.public_key, self._qi, self._roster_salt(message.round_id))
         data = self._caches.encode(register, self._identity)
         self._register_digest = codec.payload_digest_of(data)
         out = Outgoing(topics.subject_up(message.round_id, self.public_key), data)
         self._resend.arm("register", out, now)
         self._set_state(SubjectState.REGISTERING)
         return [out]
+
+    def _roster_salt(self, round_id: bytes) -> bytes:
+        """The salt of her QI commitment (SPEC §8.3): any 32 bytes others cannot guess; derived from her
+        round key's secret seed so that it needs no state and no draw from her random source."""
+        return hashlib.sha256(ROSTER_SALT_TAG + self._identity.seed + bytes(round_id)).digest()
 
     def _sampled(self, params: RoundParams) -> bool:
         """A SafePub round's sampling: take part with the announced probability beta (drawn here)."""
@@ -276,7 +287,8 @@ class SubjectNode(SubjectCore):
                 return []
             self._event(RosterMissing(now, self.sid))
             return self._send_fetch("roster", now)
-        leaf = merkle.roster_leaf(self.public_key, self._qi)
+        commitment = merkle.qi_commitment(self._roster_salt(message.round_id), self._qi)
+        leaf = merkle.roster_leaf(self.public_key, commitment)
         if not merkle.verify_inclusion(leaf, message.leaf_index, self._roster_size, message.proof,
                                        message.merkle_root):
             raise RemoteProtocolError("bad_inclusion", "my registration is not in the roster as sent")
@@ -286,6 +298,20 @@ class SubjectNode(SubjectCore):
             raise RemoteProtocolError("bad_assign", "members not in canonical (sorted, distinct) order")
         if len(message.members) < self._params.k:
             raise RemoteProtocolError("bad_assign", "group smaller than k")
+        fellows = [m for m in message.members if m != self.public_key]
+        if len(message.fellows) != len(fellows) or not all(
+                merkle.verify_inclusion(merkle.roster_leaf(key, entry[1]), entry[0], self._roster_size, entry[2],
+                                        message.merkle_root)
+                for key, entry in zip(fellows, message.fellows, strict=False)):
+            # Identities that are not on the roster everyone was shown: a run of her own with the collector's
+            # puppets (split-assign, SPEC §3). She takes no part in any run of this group, and complains in
+            # her verdict on the release (signed, public), as after any refused run.
+            if self.state == SubjectState.AWAIT_RELEASE or self._revealed is not None:
+                raise RemoteProtocolError("fellow_not_on_roster", "a fellow member's roster entry does not verify")
+            self._resend.cancel("register")
+            self._resend.cancel(("fetch", "assign"))
+            self._group = message.group
+            return self._refuse(message.group, -1, "fellow_not_on_roster", now)
         # Assigns are re-sent until acknowledged, so an old copy can arrive after newer news: one for
         # my current group (whose runs' shuffle_start now define the members), or one for a group I
         # have left (a merged group is dissolved for good).
@@ -296,9 +322,11 @@ class SubjectNode(SubjectCore):
                 self._resend.cancel(("fetch", "assign"))
                 return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)
-        if message.group == self._group and set(message.members) < set(self._assigned):
-            # A merge only ever adds members to a group: fewer is an assign from before the last merge,
-            # re-delivered (a replay: taking it would shrink her view and exclude the members moved in).
+        if message.group == self._group and (set(message.members) < set(self._assigned)
+                                             or (message.group, message.members) in self._assigns_taken):
+            # An assign she took before, or one with a subset of her members (a merge only adds members to a
+            # group, beside those its runs excluded): re-delivered from before the last merge. Taking it
+            # would shrink her view and exclude the members moved in (a replay, found by an attacker).
             raise RemoteProtocolError("stale_run", "assign of my group from before a merge", ignore=True)
         if message.group in self._left_groups:
             raise RemoteProtocolError("stale_run", f"assign for group {message.group}, which I left", ignore=True)
@@ -317,6 +345,7 @@ class SubjectNode(SubjectCore):
             self._resend.clear()
         self._group = message.group
         self._members = self._assigned = message.members
+        self._assigns_taken.add((message.group, message.members))
         self._set_state(SubjectState.SHARING)
         self._event(SubjectGrouped(now, self.sid, message.group, len(message.members)))
         pending, self._pending_start = self._pending_start, None

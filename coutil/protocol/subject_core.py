@@ -44,7 +44,7 @@ from coutil.protocol.messages import (
     Verdict,
     Vote,
 )
-from coutil.protocol.node import Outgoing, RandomSource, Rejection, shuffle_in_place
+from coutil.protocol.node import Outgoing, RandomSource, Rejection, RejectionLog, shuffle_in_place
 from coutil.protocol.retry import NewsClock, Resender
 from coutil.protocol.shuffle import (
     batch_digest,
@@ -147,7 +147,7 @@ class SubjectCore:
         #: MQTT client id: the sid, so a broker ACL can confine her to her own topics.
         self.client_id = self.sid
         self.state = SubjectState.AWAIT_ANNOUNCE
-        self.rejections: list[Rejection] = []
+        self.rejections = RejectionLog()
         self.verdict: Verdict | None = None
         self.audit: SubjectVerdict | None = None
         self._events: list[SubjectEvent] = []
@@ -169,6 +169,9 @@ class SubjectCore:
         self._pending_assign: tuple[Assign, bytes] | None = None
         self._group: int | None = None
         self._left_groups: set[int] = set()
+        #: Every (group, members) assign she took: one of them again, not her current one, is a re-delivered
+        #: copy from before a merge (SPEC §7.3 assign, IGNORE `stale_run`).
+        self._assigns_taken: set[tuple[int, tuple[bytes, ...]]] = set()
         self._members: tuple[bytes, ...] = ()
         self._run: SubjectRun | None = None
         #: Her group topic holds her retained run_keys (SPEC §6): cleared once the keys were used.

@@ -22,6 +22,7 @@ from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector_release import RoundOutcome
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
+from coutil.protocol.node import RejectionLog
 from coutil.round.evidence import EVIDENCE_NAME, missing_from, write_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
 from coutil.sdc.dataset import format_number, write_csv
@@ -142,7 +143,11 @@ def count_rejections(nodes: Iterable[object]) -> Counter[str]:
     """Rejections by reason over nodes that record them (a ``rejections`` list of `Rejection`)."""
     counts: Counter[str] = Counter()
     for node in nodes:
-        for rejection in getattr(node, "rejections", ()):
+        rejections = getattr(node, "rejections", ())
+        if isinstance(rejections, RejectionLog):
+            counts.update(rejections.counts())  # every one, not only those kept one by one
+            continue
+        for rejection in rejections:
             counts[rejection.reason] += 1
     return counts
 

@@ -34,11 +34,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from coutil.adversary.plan import AdversaryPlan, parse_adversary
 from coutil.errors import InputError
 from coutil.fileio import read_toml
 from coutil.net.memory import NetworkModel
-from coutil.protocol.config import RoundConfig
+from coutil.protocol.config import MAX_QI_MAGNITUDE, RoundConfig
 from coutil.round.simulation import FaultPlan, synthetic_dataset
 from coutil.sdc.dataset import Dataset, load_csv
 
@@ -57,6 +59,16 @@ TIMING_FIELDS = ("step_timeout", "retry_interval", "audit_window", "register_win
 
 #: From this many subjects on, ``coutil run`` hosts them in worker processes by default.
 AUTO_WORKERS_FROM = 1000
+
+
+def check_qi_magnitude(data: Dataset, config: RoundConfig) -> None:
+    """A collector refuses a registered QI value beyond `MAX_QI_MAGNITUDE` (SPEC §7.3): a record with one
+    cannot take part, so a round over it is an input error, not a round that waits for her."""
+    qi = data.select(list(config.qi)).values
+    beyond = np.flatnonzero(np.any(np.abs(qi) > MAX_QI_MAGNITUDE, axis=1))
+    if beyond.size:
+        raise InputError(f"{data.source}: record {int(beyond[0]) + 1} has a QI value beyond {MAX_QI_MAGNITUDE:g} "
+                         f"in magnitude ({beyond.size} record(s)); a collector refuses such a registration")
 
 
 def default_data_path() -> Path:
@@ -88,6 +100,7 @@ class DataSource:
                 data = Dataset(data.names, data.values[:rows], data.source, data.ordinal)
         if data.n < config.k:
             raise InputError(f"{data.n} subjects cannot form a group of k = {config.k}")
+        check_qi_magnitude(data, config)
         return data
 
 

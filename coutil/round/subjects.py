@@ -15,6 +15,7 @@ registration deadline while subjects still wait for it).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from coutil.errors import InputError, NetworkError, RemoteProtocolError
 from coutil.net.hosting import host_nodes
 from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, parse_broker_url
 from coutil.protocol import codec, topics
+from coutil.protocol.config import MAX_QI_MAGNITUDE
 from coutil.protocol.events import Event
 from coutil.protocol.messages import Announce
 from coutil.protocol.node import Node, Outgoing, RandomSource, SystemRandom
@@ -89,6 +91,9 @@ def make_subjects(round_: AnnouncedRound, records: Sequence[tuple[Sequence[float
     for qi, confidential in records:
         if len(qi) != len(round_.qi_names) or len(confidential) != len(round_.confidential_names):
             raise InputError("a record does not have the announced attributes")
+        if not all(math.isfinite(v) and abs(v) <= MAX_QI_MAGNITUDE for v in qi):
+            raise InputError(f"a record has a QI value that is not finite or beyond {MAX_QI_MAGNITUDE:g}: the "
+                             "collector refuses such a registration (SPEC §7.3)")
         nodes.append(SubjectNode(collector_key=round_.collector_key, qi=qi, confidential=confidential,
                                  rng=rng, caches=caches, min_k=min_k))
     return nodes

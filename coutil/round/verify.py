@@ -37,7 +37,7 @@ import numpy as np
 from coutil.audit.subject import release_digest
 from coutil.errors import InputError
 from coutil.protocol import merkle
-from coutil.protocol.messages import Assign, Release
+from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
 from coutil.round.evidence import EVIDENCE_NAME, VerdictEvidence, check_evidence, read_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
@@ -76,6 +76,7 @@ COMPLAINT_MEANING = {
     "run_not_in_group": "a run with members outside the assigned group (isolate-victim, split view)",
     "run_not_as_stated": "a run whose signed statement excludes members it keeps (erase-complaints)",
     "group_not_as_run": "her released group holds more records than the run she revealed in had members",
+    "fellow_not_on_roster": "her assign named fellow members not on the roster (split-assign: a run of her own)",
 }
 
 
@@ -265,7 +266,7 @@ def _read_csv(path: Path, width: int, check: Check) -> np.ndarray | None:
 def _read_manifest(path: Path, check: Check) -> dict[str, object] | None:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or a number of more than 4,300 digits
         check.fail(f"{path.name}: not JSON ({exc})")
         return None
     except RecursionError:
@@ -399,6 +400,10 @@ def _check_verdicts(r: VerifiedRound, check: Check) -> None:
         if v.sender in seen:
             check.fail(f"two verdicts from {sid}")
         seen.add(v.sender)
+        if v.reason not in VERDICT_REASONS or v.accept != (v.reason == "ok"):
+            # SPEC §7.3: a collector takes no other (a subject's free text is never printed, and an accept
+            # stating a complaint, or a complaint stating ok, is no verdict of this protocol).
+            check.fail(f"{sid}'s verdict is not accept with `ok` or a complaint with a reason code of SPEC §7.3")
         if v.release_digest != r.release_digest:
             other_release += 1
             check.fail(f"{sid}'s verdict judges another release (digest {v.release_digest.hex()[:16]}): she was "
@@ -439,15 +444,17 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     suppressed = _suppressed_by_statement(r)
     explained = Counter(v.reason for v in r.verdicts
                         if not v.accept and v.reason in SUPPRESSION_COMPLAINTS and v.sender in suppressed)
-    reasons = Counter(v.reason for v in r.verdicts if not v.accept) - explained
+    reasons = Counter(v.reason if v.reason in VERDICT_REASONS else "(not a reason code)" for v in r.verdicts
+                      if not v.accept) - explained
     for reason, count in sorted(reasons.items()):
         meaning = COMPLAINT_MEANING.get(reason, "a reason code this auditor does not know")
         check.fail(f"{count} subject{'s' if count > 1 else ''} complained {reason}: {meaning}")
     for reason, count in sorted(explained.items()):
         check.notes.append(f"{count} subject{'s' if count > 1 else ''} complained {reason}, each a member of a group "
                            "its signed closing shuffle_start suppressed (a dropout, not a deviation)")
-    reasons = Counter(v.reason for v in r.verdicts if not v.accept)
-    accepted = sum(1 for v in r.verdicts if v.accept)
+    reasons = Counter(v.reason if v.reason in VERDICT_REASONS else "(not a reason code)" for v in r.verdicts
+                      if not v.accept)
+    accepted = sum(1 for v in r.verdicts if v.accept and v.reason == "ok")
     if check.status == "pass":
         check.notes.append(f"{accepted} of {len(r.verdicts)} verdicts accept")
     return dict(sorted(reasons.items()))

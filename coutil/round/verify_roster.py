@@ -340,6 +340,17 @@ def check_roster(r: VerifiedRound, check: Check) -> None:
                            f"{root.hex()[:16]} (n = {n}); every group's members were told the same")
 
 
+def _check_fellows(r: VerifiedRound, check: Check, root: bytes, n: int) -> None:
+    """Every assign's fellow entries (SPEC §8.3): one per other member, each leading to the roster root."""
+    bad = [a for a in r.assigns if len(a.fellows) != len(a.members) - (a.subject in a.members) or not all(
+        merkle.verify_inclusion(merkle.roster_leaf(key, entry[1]), entry[0], n, entry[2], root)
+        for key, entry in zip([m for m in a.members if m != a.subject], a.fellows, strict=False))]
+    for a in bad[:5]:
+        check.fail(f"subject {sid_of(a.subject)}'s assign names fellow members not on the roster (a run of her own)")
+    if len(bad) > 5:
+        check.fail(f"... and {len(bad) - 5} more assigns with fellows not on the roster")
+
+
 def _path_root(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes | None:
     """The root an audit path leads to from a leaf hash (`merkle.verify_inclusion`'s walk); None if malformed."""
     current, position, width = leaf_hash, 0, size
@@ -374,19 +385,21 @@ def check_inclusion(r: VerifiedRound, check: Check) -> None:
             check.fail(f"a registration without exactly {width} QI values")
             return
         keys = sorted(qi_of)
-        tree = merkle.MerkleTree([merkle.roster_leaf(key, qi_of[key]) for key in keys])
+        commitment_of = {reg.sender: merkle.qi_commitment(reg.salt, reg.qi) for reg in r.registrations}
+        tree = merkle.MerkleTree([merkle.roster_leaf(key, commitment_of[key]) for key in keys])
         if tree.root != root:
             check.fail(f"the roster root {root.hex()[:16]} is not the Merkle root over the registrations "
                        f"({tree.root.hex()[:16]})")
         for a in r.assigns:
             if a.subject not in qi_of:
                 check.fail(f"assign to {sid_of(a.subject)}, who never registered (a fabricated member)")
-            elif not merkle.verify_inclusion(merkle.roster_leaf(a.subject, qi_of[a.subject]), a.leaf_index, n,
-                                             a.proof, root):
+            elif not merkle.verify_inclusion(merkle.roster_leaf(a.subject, commitment_of[a.subject]), a.leaf_index,
+                                             n, a.proof, root):
                 check.fail(f"subject {sid_of(a.subject)}'s inclusion proof does not lead to the roster root")
         if check.status == "pass":
             check.notes.append(f"the roster root is the tree over the {n} registrations; {len(r.assigns)} "
                                "inclusion proofs verify")
+        _check_fellows(r, check, root, n)
         return
     # Without registrations the leaves are unknown; a leaf's hash is its neighbour's first proof element.
     checked = 0
@@ -398,5 +411,6 @@ def check_inclusion(r: VerifiedRound, check: Check) -> None:
             check.fail(f"subject {sid_of(a.subject)}'s inclusion proof (with her neighbour's leaf hash) does not lead "
                        "to the roster root")
         checked += 1
+    _check_fellows(r, check, root, n)
     check.notes.append(f"no registrations in the transcript: {checked} proofs checked for consistency with their "
                        "neighbours' only, the leaves (key and QIs) not (export with --with-registrations)")

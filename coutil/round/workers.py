@@ -42,7 +42,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.round.heap import long_lived_heap
 from coutil.round.nodes import build_subject_nodes
-from coutil.round.report import count_duplicates_by_kind, count_resends_by_kind
+from coutil.round.report import count_duplicates_by_kind, count_rejections, count_resends_by_kind
 from coutil.sdc.dataset import Dataset
 from coutil.sdc.partition import split_in_parts
 
@@ -174,10 +174,7 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
             await forwarder
     if pending:
         channel.put(("events", list(pending)))
-    rejections: Counter[str] = Counter()
-    for node in nodes:
-        for rejection in node.rejections:
-            rejections[rejection.reason] += 1
+    rejections = count_rejections(nodes)
     return WorkerReport(task.worker, node_ids, dict(stats.per_node), dict(stats.wire), rejections,
                         count_duplicates_by_kind(nodes), count_resends_by_kind(nodes),
                         stats.stopped_by, stats.unsent, stats.elapsed,

@@ -162,8 +162,17 @@ def standardize_to_grid(values: FloatMatrix) -> GridData:
     """Z-score (ddof=0, constant columns -> 0) and round to the fixed-point grid (see module docstring)."""
     x = np.asarray(values, dtype=np.float64)
     n = x.shape[0]
-    mean = x.mean(axis=0)
-    std = x.std(axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = x.mean(axis=0)
+        std = x.std(axis=0)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
+        # Values near the float64 limit (e.g. 1e308) overflow their sums. A z-score does not depend on the
+        # scale: divide each column by its largest magnitude first (only here, so that ordinary data keep
+        # their exact grid).
+        scale = np.abs(x).max(axis=0, initial=0.0)
+        if not np.all(np.isfinite(scale)):
+            raise ValueError("MDAV needs finite values")
+        return standardize_to_grid(x / np.where(scale > 0, scale, 1.0))
     constant = np.ptp(x, axis=0) == 0
     z = (x - mean) / np.where(std > 0, std, 1.0)
     z[:, constant] = 0.0

@@ -110,10 +110,11 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
     rows = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes()
     return [
         ("announce", COLLECTOR, _announce()),
-        ("register", SUBJECTS[0], Register(ROUND_ID, s0, (34.0, 1.75))),
+        ("register", SUBJECTS[0], Register(ROUND_ID, s0, (34.0, 1.75), seed_of("roster salt"))),
         ("register_ack", COLLECTOR, RegisterAck(ROUND_ID, c, s0, d)),
         ("roster", COLLECTOR, Roster(ROUND_ID, c, 3, d, 1)),
-        ("assign", COLLECTOR, Assign(ROUND_ID, c, s0, 0, (d, d[::-1]), d, 0, members, (35.5, 1.7))),
+        ("assign", COLLECTOR, Assign(ROUND_ID, c, s0, 0, (d, d[::-1]), d, 0, members, (35.5, 1.7),
+                                     tuple((i + 1, d[::-1], (d,)) for i, m in enumerate(members) if m != s0))),
         ("shuffle_start", COLLECTOR, ShuffleStart(ROUND_ID, c, 0, 1, members[:2], ((members[2], "silent"),), 99.5)),
         ("run_keys", SUBJECTS[1], RunKeys(ROUND_ID, s1, 0, 1, KX[1].public, KX[2].public, d, md)),
         ("submit", SUBJECTS[1], Submit(ROUND_ID, s1, 0, 1, onion, inner_commitment(onion, salt))),
@@ -181,7 +182,7 @@ def invalid_file() -> dict[str, Any]:
     good = codec.encode(submit, s)
     sb = _body(submit)
     vote = _body(Vote(ROUND_ID, s.public, 0, 1, True, bytes(32), bytes(32), bytes(32), bytes(32)))
-    register = _body(Register(ROUND_ID, s.public, (1.0, 2.0)))
+    register = _body(Register(ROUND_ID, s.public, (1.0, 2.0), bytes(32)))
     fetch = _body(Fetch(ROUND_ID, s.public, "release"))
     announce = _body(next(m for name, _, m in _sample_messages() if name == "announce"))
 
@@ -311,7 +312,10 @@ def merkle_file() -> dict[str, Any]:
     return {
         "description": "RFC 6962 trees (SPEC §8.3): root and the audit path of every leaf.",
         "empty_root": merkle.MerkleTree([]).root.hex(),
-        "roster_leaf": {"key": key.hex(), "qi": [34.0, 1.75], "leaf": merkle.roster_leaf(key, (34.0, 1.75)).hex()},
+        "roster_leaf": {"key": key.hex(), "qi": [34.0, 1.75], "salt": seed_of("roster salt").hex(),
+                        "commitment": merkle.qi_commitment(seed_of("roster salt"), (34.0, 1.75)).hex(),
+                        "leaf": merkle.roster_leaf(key, merkle.qi_commitment(seed_of("roster salt"),
+                                                                             (34.0, 1.75))).hex()},
         "trees": trees,
         "release_rows_root": {"columns": 3, "rows": RELEASE_ROWS.hex(),
                               "root": merkle.rows_root(RELEASE_ROWS, 3).hex()},
@@ -328,12 +332,14 @@ def grouping_file() -> dict[str, Any]:
     k = 3
     result = mdav(matrix, k)
     assert np.array_equal(result.groups, mdav_reference(matrix, k).groups)
-    tree = merkle.MerkleTree([merkle.roster_leaf(keys[i], tuple(qi[i].tolist())) for i in order])
+    salts = [seed_of(f"roster salt {i}") for i in range(14)]
+    tree = merkle.MerkleTree([merkle.roster_leaf(keys[i], merkle.qi_commitment(salts[i], tuple(qi[i].tolist())))
+                              for i in order])
     return {
         "description": "Roster in roster order (sorted keys) with QIs; MDAV with k gives 'groups' (label per "
                        "roster position, labels in order of formation) and 'centroids'.",
         "k": k,
-        "roster": [{"key": keys[i].hex(), "qi": qi[i].tolist()} for i in order],
+        "roster": [{"key": keys[i].hex(), "qi": qi[i].tolist(), "salt": salts[i].hex()} for i in order],
         "merkle_root": tree.root.hex(),
         "groups": [int(g) for g in result.groups.tolist()],
         "centroids": np.asarray(result.centroids).tolist(),

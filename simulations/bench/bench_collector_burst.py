@@ -82,7 +82,8 @@ def _closing_s(registrations: list[Outgoing], config: RoundConfig, pool: WorkPoo
 
 def _assign_encoding_us() -> float:
     message = Assign(os.urandom(16), os.urandom(32), os.urandom(32), 12345, tuple(os.urandom(32) for _ in range(17)),
-                     os.urandom(32), 77, tuple(os.urandom(32) for _ in range(5)), (1.5, 2.5))
+                     os.urandom(32), 77, tuple(os.urandom(32) for _ in range(5)), (1.5, 2.5),
+                     tuple((i, os.urandom(32), tuple(os.urandom(32) for _ in range(17))) for i in range(4)))
     return min(timeit.repeat(lambda: codec.encode_payload(message), number=2000, repeat=7)) / 2000 * 1e6
 
 

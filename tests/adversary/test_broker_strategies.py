@@ -349,3 +349,32 @@ def test_the_leak_measure_finds_a_record_carried_in_the_clear_outside_a_release(
     assert found == [p.sid(4)] and releases >= 1
     found, _ = plaintext_hits(list(p.round.bus.publications), truth, rng)
     assert found == []  # the release (left out) holds every record; ciphertexts hold none
+
+
+def _merge_after_an_exclusion(seed: int) -> list[dict[str, Any]]:
+    """x of a group above k falls silent while sharing (excluded by a statement), then y of the nearest group of
+    exactly k at submit: y's group merges into x's, whose pre-merge assign still names x."""
+    data = play({}, seed=seed, n=31).data
+    grouping = mdav(data.select(list(CONFIG.qi)).values, CONFIG.k)
+    labels, centroids = np.asarray(grouping.groups), np.asarray(grouping.centroids)
+    sizes = Counter(labels.tolist())
+    target = next(t for t in sorted(sizes) if sizes[t] > CONFIG.k)
+    distance = ((centroids - centroids[target]) ** 2).sum(axis=1)
+    source = next(int(s) for s in np.argsort(distance) if s != target and sizes[int(s)] == CONFIG.k)
+    x, y = int(np.flatnonzero(labels == target)[0]), int(np.flatnonzero(labels == source)[0])
+    return [{"strategy": "silent", "rows": [x], "phase": "sharing"},
+            {"strategy": "silent", "rows": [y], "phase": "submit"}]
+
+
+@pytest.mark.parametrize("seed", [3, 8, 13, 21, 34])
+@pytest.mark.parametrize("mode", ["assign", "assign-after-reveal"])
+def test_a_replayed_pre_merge_assign_of_a_group_that_lost_a_member_is_stale(mode: str, seed: int) -> None:
+    """Found by a reviewer of the subset rule: the target group lost a member (a statement) before the merge, so
+    its members' pre-merge assign is no subset of the merged group; replayed, it excluded 3 honest members
+    (`assign`) or made them complain `regroup_after_reveal` against an honest collector. An assign she took
+    before is stale."""
+    subjects = _merge_after_an_exclusion(seed)
+    p = play({"broker": {"strategy": "replay-pre-merge", "mode": mode}, "subjects": subjects}, seed=seed, n=31)
+    baseline = play({"subjects": subjects}, seed=seed, n=31)
+    assert p.excluded() == baseline.excluded()
+    assert all(p.verdicts()[p.sid(r)]["accept"] is True for r in p.honest_rows if p.sid(r) not in p.excluded())

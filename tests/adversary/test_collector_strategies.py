@@ -203,22 +203,32 @@ def test_a_statement_that_excludes_members_it_keeps_is_refused_and_public(seed: 
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_victim_kept_apart_for_a_run_of_her_own_is_public_and_the_sybil_limit(seed: int) -> None:
-    """``split-assign``: the victim's assign names her group but, beside her, k - 1 identities the
-    collector holds and never registered; her group-mates are assigned and run without her, no statement
-    excluding her. The collector opens her run of her own and attributes her record (it is the Sybil
-    limit of SPEC §3: nothing she can check tells its identities from respondents) and publishes the
-    honest release with her record in her group. That group then holds more records than the runs its
-    members revealed in: she and every mate complain (``group_not_as_run``), signed and public."""
+def test_a_victim_kept_apart_with_identities_off_the_roster_refuses_and_complains(seed: int) -> None:
+    """``split-assign``: the victim's assign names her group but, beside her, k - 1 identities the collector
+    holds and never registered; her group-mates are assigned and run without her. Every assign carries each
+    fellow member's roster entry (SPEC §8.3): no entry of an identity off the roster leads to the root, so she
+    takes no part (`fellow_not_on_roster`) and complains in her signed verdict. Before (no fellow entries): her
+    run of her own opened and her record was attributed, 3 of 3 seeds."""
     p = play({"collector": "split-assign"}, seed=seed, n=31)
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
     assert victim is not None and entry["deviated"]
-    complainers = {sid for sid, v in p.verdicts().items() if v["reason"] == "group_not_as_run"}
-    assert len(complainers) == CONFIG.k + 1 and sid_of(victim) in complainers
-    assert entry["public"] and entry["complaints"] == {"group_not_as_run": CONFIG.k + 1}
-    # What it learned: her record, exactly, and nobody else's (the measured limit).
-    assert entry["leak"] == [sid_of(victim)]
+    assert entry["leak"] == [] and p.round.collector.attributions() == {}  # type: ignore[attr-defined]
+    assert p.verdicts()[sid_of(victim)]["reason"] == "fellow_not_on_roster"
+    assert entry["public"] and entry["complaints"] == {"fellow_not_on_roster": 1}
+    assert p.outcome.completed and len(p.outcome.rows) == p.data.n - 1  # everyone else, released and accepting
+    assert sum(1 for v in p.verdicts().values() if v["accept"] is True) == p.data.n - 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_victim_kept_apart_then_the_release_withheld_learns_nothing(seed: int) -> None:
+    """``split-assign`` with ``withhold = true`` (found by an attacker before the fellow entries: it aborted once
+    her run of her own opened, so that nothing was ever audited, and attributed her record unseen, 3 of 3
+    seeds). Now her run never opens: the abort costs liveness only."""
+    p = play({"collector": {"strategy": "split-assign", "withhold": True}}, seed=seed, n=31)
+    entry = p.collector_entry
+    assert not p.outcome.completed and p.outcome.phase == "aborted"
+    assert entry["leak"] == [] and p.round.collector.attributions() == {}  # type: ignore[attr-defined]
 
 
 def _victim_above_k_row(seed: int, n: int) -> int:
@@ -352,13 +362,17 @@ def test_two_releases_of_the_same_respondents_with_another_k_are_intersected_the
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_victim_kept_apart_then_the_release_withheld_is_attributed_unseen_the_measured_limit(seed: int) -> None:
-    """``split-assign`` with ``withhold = true`` (found by an attacker): once her run of her own opened, the
-    collector aborts instead of releasing. Her record is attributed and nobody complains: every detection of
-    ``split-assign`` comes from the audit of a release (SPEC §3, the Sybil limit)."""
-    p = play({"collector": {"strategy": "split-assign", "withhold": True}}, seed=seed, n=31)
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_a_victim_shown_a_roster_of_her_own_is_attributed_the_measured_limit(withhold: bool, seed: int) -> None:
+    """``split-roster`` (found by a reviewer of the fellow entries): the victim alone is shown, on her inbox, a
+    roster that also holds the collector's puppets, and her fellows lead to its root. Her record is attributed.
+    Released, it is public (she complains `roster_mismatch`: the release names the real roster; her group-mates
+    `group_not_as_run`); withheld, nobody notices (SPEC §3, the split-roster limit)."""
+    p = play({"collector": {"strategy": "split-roster", "withhold": withhold}}, seed=seed, n=31)
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
-    assert not p.outcome.completed and p.outcome.phase == "aborted"
     assert entry["leak"] == [sid_of(victim)]
-    assert p.verdicts() == {} and not entry["public"]
+    if withhold:
+        assert p.outcome.phase == "aborted" and not entry["public"] and p.verdicts() == {}
+    else:
+        assert entry["public"] and entry["complaints"] == {"roster_mismatch": 1, "group_not_as_run": CONFIG.k}

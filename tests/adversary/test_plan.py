@@ -25,7 +25,7 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         "key-split", "equivocate", "direct-no-go", "bad-key", "keys-ahead", "hide-submit"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
-        "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce"}
+        "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster"}
     for name in SUBJECT_STRATEGIES:
         assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:

@@ -25,7 +25,7 @@ from coutil.errors import InputError
 from coutil.net.memory import MemoryBus
 from coutil.protocol import codec, merkle
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.messages import Assign, Release, Roster
+from coutil.protocol.messages import Assign, Register, Release, Roster
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
@@ -147,8 +147,10 @@ def test_crash_after_registration_aborts_cleanly_and_announces_a_new_round(tmp_p
     for key, payload in before.assignment_payloads.items():
         assign = codec.decode(payload).message
         assert isinstance(assign, Assign) and assign.subject == key and assign.group == before.assignments[key]
-        qi = next(s._qi for s in world.subjects if s.public_key == key)
-        assert merkle.verify_inclusion(merkle.roster_leaf(key, qi), assign.leaf_index, N, assign.proof,
+        registration = next(codec.decode(r.payload).message for r in before.registrations if r.subject_key == key)
+        assert isinstance(registration, Register)
+        commitment = merkle.qi_commitment(registration.salt, registration.qi)
+        assert merkle.verify_inclusion(merkle.roster_leaf(key, commitment), assign.leaf_index, N, assign.proof,
                                        before.roster_root)
     if boundary == "sharing":
         assert before.release_payload is None and before.verdicts == ()

@@ -97,13 +97,13 @@ def test_a_node_error_while_delivering_ends_the_delivery() -> None:
 def test_only_an_envelope_that_verifies_is_vouched_for() -> None:
     key = crypto.SigningKey.generate(SeededRandom(1))
     other = crypto.SigningKey.generate(SeededRandom(2))
-    message = Register(bytes(16), key.public, (30.0, 170.0))
+    message = Register(bytes(16), key.public, (30.0, 170.0), bytes(32))
     good = codec.encode(message, key)
     limits = codec.Limits()
     assert codec.verified_digest(limits, good) is not None
     # Signed by another key than its sender's: no digest, and the node still rejects it after the
     # driver passed on what the check found.
-    forged = codec.encode(Register(bytes(16), other.public, (30.0, 170.0)), other)
+    forged = codec.encode(Register(bytes(16), other.public, (30.0, 170.0), bytes(32)), other)
     forged = forged.replace(other.public, key.public)
     assert codec.verified_digest(limits, forged) is None
     assert codec.verified_digest(limits, b"\x93garbage") is None

@@ -110,3 +110,28 @@ def test_a_members_run_keys_are_kept_for_a_node_that_subscribes_later_until_she_
     assert connection.late == [(b, topic)] and connection.retained[topic] == keys
     connection.keep_retained(topic, b"")  # her clear
     assert topic not in connection.retained
+
+
+def test_a_flood_waiting_for_its_nodes_is_bounded_in_bytes() -> None:
+    """Found by an attacker: with bursts checked ahead (the collector from `--expected 5000`), every received
+    message waited in the backlog whatever its size: 3 GB of junk in 7 s grew the process to 2.7 GB. Beyond
+    `DriverOptions.max_backlog_bytes` a message is dropped and counted; handed out, its bytes are freed."""
+    import asyncio
+
+    from coutil.net.hosting import _Host
+    from coutil.net.mqtt import DriverOptions, parse_broker_url
+
+    async def main() -> tuple[int, int, int, int]:
+        node = HostedNode(0, _Quiet(), "a")
+        connection = Connection("c", [node], multiplexed=False)
+        connection.route(node, frozenset({"t/x"}))
+        connection.check = lambda payloads: asyncio.sleep(0)  # checked ahead: every message waits in the backlog
+        host = _Host([connection], [node], parse_broker_url("mqtt://127.0.0.1:1"),
+                     DriverOptions(max_backlog_bytes=1000), None)
+        for _ in range(30):
+            host._on_payload(connection, "t/x", b"x" * 100)
+        kept, held, drops = len(connection.backlog), connection.backlog_bytes, connection.wire.drops
+        connection.release_backlog(held)
+        return kept, held, drops, connection.backlog_bytes
+
+    assert asyncio.run(main()) == (10, 1000, 20, 0)

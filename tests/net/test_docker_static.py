@@ -332,3 +332,35 @@ def test_docker_mosquitto_config_loads_and_enforces_the_acl(tmp_path: Path) -> N
     # registration (not even her own), another's inbox or a message addressed to someone else.
     assert sorted(alice_saw) == ["bob to alice", "own group", "to alice"]
     assert bob_saw == ["own group"]
+
+
+@pytest.mark.broker
+def test_a_subject_under_anothers_client_id_reads_her_inbox_the_measured_limit(tmp_path: Path) -> None:
+    """SPEC §3, another subject (found by an attacker): `%c` is the client id the client chooses and every
+    subject shares one account, so Mallory, connecting with Alice's sid as client id, reads Alice's inbox (and
+    takes her connection). Liveness and metadata only; binding a client id to a key is not done."""
+    port = free_port()
+    broker = Mosquitto(tmp_path, port=port, config_text=_rewritten_config(tmp_path, port))
+    broker.start()
+    examples = dict(ln.split(":", 1) for ln in (DOCKER / "mosquitto" / "passwords.example").read_text().split())
+
+    def client(identifier: str, user: str) -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", port, identifier=identifier, username=user, password=examples[user],
+                              protocol=aiomqtt.ProtocolVersion.V311,
+                              tls_params=aiomqtt.TLSParameters(ca_certs=str(tmp_path / "ca.crt")))
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+        async with client("collector-1", "collector") as collector, client("aaaa", "subject") as mallory:
+            await mallory.subscribe("coutil/v2/+/c/to/aaaa", qos=1)  # Alice's inbox, under Alice's client id
+            await collector.publish("coutil/v2/r1/c/to/aaaa", b"to alice", qos=1)
+            async with asyncio.timeout(10):
+                async for message in mallory.messages:
+                    seen.append(bytes(message.payload).decode())  # type: ignore[arg-type]
+                    break
+        return seen
+
+    try:
+        assert asyncio.run(main()) == ["to alice"]
+    finally:
+        broker.stop()

@@ -169,7 +169,7 @@ def test_field_rules() -> None:
 def test_float_and_string_rules() -> None:
     from coutil.protocol.messages import Fetch, Register
 
-    reg = list(msgpack.unpackb(codec.encode_payload(Register(bytes(16), KEY.public, (1.0, 2.0))), raw=False))
+    reg = list(msgpack.unpackb(codec.encode_payload(Register(bytes(16), KEY.public, (1.0, 2.0), bytes(32))), raw=False))
     for bad in (math.nan, math.inf, 1):
         reg[3] = [1.0, bad]
         assert _assert_rejected(_signed(msgpack.packb(reg, use_bin_type=True))) == "bad_field"
@@ -208,7 +208,7 @@ def test_encode_coerces_numeric_types() -> None:
 
     from coutil.protocol.messages import Register
 
-    message = Register(bytes(16), KEY.public, (1, np.float64(2.5)))
+    message = Register(bytes(16), KEY.public, (1, np.float64(2.5)), bytes(32))
     decoded = codec.decode(codec.encode(message, KEY)).message
     assert isinstance(decoded, Register) and decoded.qi == (1.0, 2.5)
     assert all(type(v) is float for v in decoded.qi)

@@ -85,10 +85,14 @@ def test_tampered_proofs_fail(leaves: list[bytes], data: st.DataObject) -> None:
 
 
 def test_roster_leaf_layout() -> None:
-    key = bytes(range(32))
-    leaf = merkle.roster_leaf(key, (1.0, -2.5))
-    assert leaf == key + struct.pack("<dd", 1.0, -2.5)
-    assert len(leaf) == 48
+    key, salt = bytes(range(32)), bytes(range(32, 64))
+    commitment = merkle.qi_commitment(salt, (1.0, -2.5))
+    assert commitment == hashlib.sha256(b"coutil/roster-qi/v1\x00" + salt + struct.pack("<dd", 1.0, -2.5)).digest()
+    leaf = merkle.roster_leaf(key, commitment)
+    assert leaf == key + commitment
+    assert len(leaf) == 64
+    # Another salt, another commitment: a fellow member cannot try QI values against it without the salt.
+    assert merkle.qi_commitment(bytes(32), (1.0, -2.5)) != commitment
 
 
 def test_proof_index_out_of_range() -> None:

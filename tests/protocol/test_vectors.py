@@ -145,7 +145,9 @@ MERKLE = _load("merkle.json")
 def test_merkle_vectors() -> None:
     assert merkle.MerkleTree([]).root.hex() == MERKLE["empty_root"]
     leaf = MERKLE["roster_leaf"]
-    assert merkle.roster_leaf(bytes.fromhex(leaf["key"]), tuple(leaf["qi"])).hex() == leaf["leaf"]
+    commitment = merkle.qi_commitment(bytes.fromhex(leaf["salt"]), tuple(leaf["qi"]))
+    assert commitment.hex() == leaf["commitment"]
+    assert merkle.roster_leaf(bytes.fromhex(leaf["key"]), commitment).hex() == leaf["leaf"]
     for tree_vector in MERKLE["trees"]:
         leaves = [bytes.fromhex(x) for x in tree_vector["leaves"]]
         tree = merkle.MerkleTree(leaves)
@@ -165,7 +167,9 @@ def test_grouping_vector() -> None:
     keys = [bytes.fromhex(r["key"]) for r in roster]
     assert keys == sorted(keys)
     qi = np.array([r["qi"] for r in roster], dtype=np.float64)
-    tree = merkle.MerkleTree([merkle.roster_leaf(k, tuple(q)) for k, q in zip(keys, qi.tolist(), strict=True)])
+    salts = [bytes.fromhex(r["salt"]) for r in roster]
+    tree = merkle.MerkleTree([merkle.roster_leaf(k, merkle.qi_commitment(salt, tuple(q)))
+                              for k, q, salt in zip(keys, qi.tolist(), salts, strict=True)])
     assert tree.root.hex() == v["merkle_root"]
     result = mdav(qi, v["k"])
     assert result.groups.tolist() == v["groups"]

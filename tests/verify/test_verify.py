@@ -9,6 +9,7 @@ directory. Deviations the transcript cannot show are tested too, and said so.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -201,8 +202,10 @@ class SplitRoster(CollectorNode):
         assert self._tree is not None
         victims = set(self._groups[0].members)
         outsider = next(key for key in self._order if key not in victims)
-        leaves = [merkle.roster_leaf(key, tuple(v + (1.0 if key == outsider else 0.0)
-                                                for v in self._registrations[key].qi)) for key in self._order]
+        # The outsider's entry altered (as if her QIs were others): another root, proofs to match.
+        leaves = [merkle.roster_leaf(key, self._registrations[key].commitment if key != outsider
+                                     else hashlib.sha256(self._registrations[key].commitment).digest())
+                  for key in self._order]
         self.fake = merkle.MerkleTree(leaves)
         roster_topic = topics.roster(self.round_id)
         real_roster = next(o for o in out if o.topic == roster_topic)
@@ -215,7 +218,8 @@ class SplitRoster(CollectorNode):
             message = codec.decode(o.payload).message
             if isinstance(message, Assign) and message.subject in victims:
                 index = self._index_of(message.subject)
-                fake_assign = dataclasses.replace(message, merkle_root=self.fake.root, proof=self.fake.proof(index))
+                fake_assign = dataclasses.replace(message, merkle_root=self.fake.root, proof=self.fake.proof(index),
+                                                  fellows=self._fellows(message.subject, message.members, self.fake))
                 fake_out = Outgoing(o.topic, self._sign(fake_assign))
                 self._assign_msgs[message.subject] = fake_out
                 self._resend.arm(("assign", message.subject), fake_out, now)
@@ -253,7 +257,8 @@ def test_split_view_roster_is_caught(tmp_path: Path, capsys: pytest.CaptureFixtu
         a = codec.decode(payload).message
         assert isinstance(a, Assign)
         honest.append(collector._sign(dataclasses.replace(a, merkle_root=collector._tree.root,
-                                                          proof=collector._tree.proof(a.leaf_index))))
+                                                          proof=collector._tree.proof(a.leaf_index),
+                                                          fellows=collector._fellows(a.subject, a.members))))
     write_transcript(run.directory / "transcript.json", dataclasses.replace(transcript, assignments=tuple(honest)))
     code, result, _ = verify(run.directory, capsys)
     problems = failed(result)

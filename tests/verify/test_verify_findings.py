@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from coutil.cli import main
+from coutil.protocol import codec
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.topics import sid_of
@@ -188,3 +189,20 @@ def test_a_mover_split_off_to_a_group_of_colluders_is_caught(tmp_path: Path,
     assert code == 3 and {"grouping", "exclusion_evidence"} <= set(problems), problems
     assert any("split over groups" in p for p in problems["grouping"])
     assert any("in the last run of group" in p for p in problems["exclusion_evidence"])
+
+
+@pytest.mark.parametrize(("accept", "reason"), [(True, "not_k_anonymous"), (False, "see https://evil.example"),
+                                                (False, "ok")])
+def test_a_verdict_that_is_not_accept_ok_or_a_reason_code_fails_verdicts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], accept: bool, reason: str) -> None:
+    """Found by a reviewer: the auditor counted an accept stating `not_k_anonymous` as an accept and printed a
+    free-text reason verbatim. SPEC §7.3: accept with `ok`, or a complaint with a reason code."""
+    from coutil.protocol.messages import Verdict
+
+    run = run_round(tmp_path)
+    forge = Forge(run)
+    first = forge.decode(forge.doc["verdicts"][0], Verdict)
+    odd = dataclasses.replace(first, accept=accept, reason=reason)
+    forge.doc["verdicts"][0] = codec.encode(odd, forge.subject[first.sender]._identity).hex()
+    text = _saved_and_failing(forge, run, capsys, "verdicts")
+    assert "not accept with `ok` or a complaint with a reason code" in text and "evil" not in text

@@ -104,6 +104,10 @@ class Forge:
         (directory / "evidence.json").unlink(missing_ok=True)
 
     def save(self) -> None:
+        # A forger re-makes every fellow entry for the members it names: they are on the roster.
+        collector = self.run.collector
+        self.assigns = [dataclasses.replace(a, fellows=collector._fellows(a.subject, a.members))
+                        if all(m in collector._registrations for m in a.members) else a for a in self.assigns]
         self.doc["assignments"] = [self.sign(a) for a in self.assigns]
         self.doc["shuffle_starts"] = [self.sign(s) for s in self.starts]
         self.path.write_text(json.dumps(self.doc))

@@ -1,0 +1,120 @@
+"""A registered QI value must be finite and at most `MAX_QI_MAGNITUDE` in magnitude (SPEC §7.3 register).
+
+Found by an attacker: two registrations of QI = 1e308 (finite, so accepted) overflowed MDAV's standardization at
+the close of registration and crashed the collector service, again after every restart (it replays them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coutil.errors import InputError
+from coutil.protocol import codec, crypto, topics
+from coutil.protocol.collector import CollectorNode
+from coutil.protocol.config import MAX_QI_MAGNITUDE, RoundConfig
+from coutil.protocol.messages import Register
+from coutil.protocol.node import SeededRandom
+from coutil.protocol.states import CollectorState
+from coutil.round.setup import DataSource
+from coutil.sdc.mdav import mdav
+
+CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=2, random_records=0,
+                     step_timeout=10.0, retry_interval=1.0, register_window=5.0, audit_window=20.0)
+
+
+def _register(collector: CollectorNode, qi: tuple[float, float], i: int) -> None:
+    key = crypto.SigningKey.generate(SeededRandom(f"subject {i}"))
+    message = Register(collector.round_id, key.public, qi, bytes(32))
+    collector.receive(topics.subject_up(collector.round_id, key.public), codec.encode(message, key), 0.5)
+
+
+def test_huge_qi_values_are_refused_at_registration_and_the_round_goes_on() -> None:
+    rng = SeededRandom("collector")
+    collector = CollectorNode(CONFIG, identity=crypto.SigningKey.generate(rng), rng=rng, round_id=bytes(16))
+    collector.start(0.0)
+    for i, qi in enumerate([(1e308, 170.0), (1e308, 171.0), (-MAX_QI_MAGNITUDE * 2, 160.0)]):
+        _register(collector, qi, i)
+    assert [r.reason for r in collector.rejections] == ["bad_field"] * 3
+    for i, qi in enumerate([(30.0, 170.0), (MAX_QI_MAGNITUDE, 171.0), (40.0, 160.0)], start=3):
+        _register(collector, qi, i)
+    collector.on_timer(CONFIG.register_window + 1.0)  # the close of registration: MDAV on what was accepted
+    assert collector.state == CollectorState.SHARING
+
+
+def test_mdav_standardizes_values_near_the_float64_limit_without_overflow() -> None:
+    x = np.array([[1e308, 1.0], [1e308, 2.0], [-1e308, 3.0], [5.0, 4.0], [6.0, 5.0], [7.0, 6.0]])
+    with np.errstate(over="ignore"):  # the centroids of such values overflow: a data problem, not a crash
+        groups = mdav(x, 2).groups
+    assert sorted(np.bincount(groups).tolist()) == [2, 2, 2]
+
+
+def test_a_round_over_data_with_such_a_value_is_an_input_error(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "data.csv"
+    path.write_text("age,height,income\n30,170,1\n1e308,171,2\n40,160,3\n")
+    with pytest.raises(InputError, match="record 2 has a QI value beyond"):
+        DataSource(csv=path).load(CONFIG, 1)
+
+
+@pytest.mark.parametrize(("accept", "reason"), [(False, "[/]"), (False, "a free text"), (True, "not_included"),
+                                                (False, "ok")])
+def test_a_verdict_with_another_reason_than_a_reason_code_is_rejected(accept: bool, reason: str) -> None:
+    """Found by an attacker: a signed verdict with reason "[/]" made `collector status` crash on printing it. A
+    verdict is accept with `ok` or a complaint with one of `VERDICT_REASONS` (SPEC §7.3), REJECT `bad_field`."""
+    from coutil.errors import RemoteProtocolError
+    from coutil.protocol.messages import VERDICT_REASONS, Verdict
+
+    rng = SeededRandom("collector")
+    collector = CollectorNode(CONFIG, identity=crypto.SigningKey.generate(rng), rng=rng, round_id=bytes(16))
+    collector.start(0.0)
+    _register(collector, (30.0, 170.0), 0)
+    key = crypto.SigningKey.generate(SeededRandom("subject 0"))
+    for ok_accept, ok_reason in ((True, "ok"), (False, "not_included")):
+        assert ok_reason in VERDICT_REASONS
+        good = codec.decode(codec.encode(Verdict(bytes(16), key.public, ok_accept, ok_reason, bytes(32), bytes(32)),
+                                         key))
+        collector._on_verdict(good.message, good, 1.0)  # type: ignore[arg-type]
+        collector._verdicts.clear()
+    bad = codec.decode(codec.encode(Verdict(bytes(16), key.public, accept, reason, bytes(32), bytes(32)), key))
+    with pytest.raises(RemoteProtocolError) as caught:
+        collector._on_verdict(bad.message, bad, 1.0)  # type: ignore[arg-type]
+    assert caught.value.reason == "bad_field"
+
+
+def test_a_flood_of_bad_messages_is_counted_not_kept_one_by_one() -> None:
+    """Found by an attacker: every rejected message was kept with its topic (200,000 one-byte payloads on 2 kB
+    topics added 275 MB to the collector service). Now the first `KEPT_REJECTIONS` are kept, their topic cut to
+    `KEPT_TEXT` characters, and every one is counted (the report's and the service's counts stay exact)."""
+    from coutil.protocol.collector_release import rejection_counts
+    from coutil.protocol.node import KEPT_REJECTIONS, KEPT_TEXT
+
+    rng = SeededRandom("collector")
+    collector = CollectorNode(CONFIG, identity=crypto.SigningKey.generate(rng), rng=rng, round_id=bytes(16))
+    collector.start(0.0)
+    long_topic = "coutil/v2/" + "x" * 2000
+    for _ in range(KEPT_REJECTIONS + 500):
+        collector.receive(long_topic, b"\x01", 0.1)
+    assert len(collector.rejections) == KEPT_REJECTIONS
+    assert max(len(r.topic) for r in collector.rejections) == KEPT_TEXT
+    assert sum(rejection_counts(collector.rejections).values()) == KEPT_REJECTIONS + 500
+    assert collector.outcome().rejections == rejection_counts(collector.rejections)
+
+
+def test_large_signed_messages_are_not_kept_alive_beyond_a_byte_budget() -> None:
+    """Found by an attacker: twenty signed 32 MiB messages, each rejected, stayed alive in the decode cache of
+    the collector service (1.9 GB). The large caches now hold at most `DecodeCache.LARGE_BYTES` together."""
+    import os
+
+    from coutil.protocol.messages import Submit
+
+    cache = codec.DecodeCache()
+    size = 12 * 1024 * 1024
+    for i in range(8):
+        key = crypto.SigningKey.generate(SeededRandom(f"flooder {i}"))
+        cache.decode(codec.encode(Submit(bytes(16), key.public, 0, 0, os.urandom(size), bytes(32)), key),
+                     codec.Limits())
+    held = {id(k[1]): len(k[1]) for k in cache._large}
+    held.update((id(data), len(data)) for data, _, _ in cache._large_objects)
+    assert sum(held.values()) <= cache.LARGE_BYTES
+    assert len(held) >= 1  # a bulletin (the newest large message) stays cached
