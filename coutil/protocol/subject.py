@@ -303,7 +303,7 @@ class SubjectNode(SubjectCore):
                 merkle.verify_inclusion(merkle.roster_leaf(key, entry[1]), entry[0], self._roster_size, entry[2],
                                         message.merkle_root)
                 for key, entry in zip(fellows, message.fellows, strict=False)):
-            # Identities that are not on the roster everyone was shown: a run of her own with the collector's
+            # Identities that are not on the roster she was shown: a run of her own with the collector's
             # puppets (split-assign, SPEC §3). She takes no part in any run of this group, and complains in
             # her verdict on the release (signed, public), as after any refused run.
             if self.state == SubjectState.AWAIT_RELEASE or self._revealed is not None:
