@@ -75,6 +75,14 @@ class _FirstGroupMessage:
         self._client.disconnect()
 
 
+def _serve_announced(broker: Mosquitto, tmp_path: Path, *, k: int) -> subprocess.Popen[str]:
+    """`collector serve` with a 4 s registration window, once its (retained) announce is out."""
+    serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", str(k),
+                   "--register-window", "4", "--json")
+    time.sleep(1.5)  # the announce is retained: the subjects find it
+    return serve
+
+
 def _one_error_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith("coutil: ")]
     assert len(lines) == 1, err
@@ -88,9 +96,7 @@ def test_an_aborted_round_is_exit_4_for_the_collector_and_its_subjects(tmp_path:
     broker = Mosquitto(tmp_path)
     broker.start()
     try:
-        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", "5",
-                       "--register-window", "4", "--json")
-        time.sleep(1.5)  # the announce is retained: the subjects find it
+        serve = _serve_announced(broker, tmp_path, k=5)
         started = time.monotonic()
         swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "2", "--timeout", "120", "--json")
         out, err = _finish(serve, 60)
@@ -166,9 +172,7 @@ def test_a_swarm_whose_floor_on_k_refuses_the_round_is_exit_4_not_0(tmp_path: Pa
     broker = Mosquitto(tmp_path)
     broker.start()
     try:
-        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", "3",
-                       "--register-window", "4", "--json")
-        time.sleep(1.5)
+        serve = _serve_announced(broker, tmp_path, k=3)
         swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--min-k", "4", "--timeout",
                        "60", "--json")
         out, err = _finish(swarm, 60)
