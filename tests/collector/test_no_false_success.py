@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -83,6 +83,17 @@ def _serve_announced(broker: Mosquitto, tmp_path: Path, *, k: int) -> subprocess
     return serve
 
 
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    """A private mosquitto for one test, stopped whatever the test's outcome."""
+    started = Mosquitto(tmp_path)
+    started.start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
 def _one_error_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith("coutil: ")]
     assert len(lines) == 1, err
@@ -92,36 +103,29 @@ def _one_error_line(err: str) -> str:
 
 @pytest.mark.broker
 @pytest.mark.slow
-def test_an_aborted_round_is_exit_4_for_the_collector_and_its_subjects(tmp_path: Path) -> None:
-    broker = Mosquitto(tmp_path)
-    broker.start()
-    try:
-        serve = _serve_announced(broker, tmp_path, k=5)
-        started = time.monotonic()
-        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "2", "--timeout", "120", "--json")
-        out, err = _finish(serve, 60)
-        assert serve.returncode == 4, err[-2000:]
-        assert "too_few_subjects" in _one_error_line(err)
-        summary = json.loads(out)
-        assert summary["completed"] == 0 and summary["rounds"][0]["abort_reason"] == "too_few_subjects"
-        assert summary["rounds"][0]["completed"] is False and summary["problems"]
-        out, err = _finish(swarm, 60)
-        # The collector withdrew its announce: the subjects stop now, not after --timeout (120 s).
-        assert time.monotonic() - started < 45
-        assert swarm.returncode == 4, err[-2000:]
-        line = _one_error_line(err)
-        assert "0/2 subjects finished" in line and "ended round" in line
-        result = json.loads(out)
-        assert result["finished"] == 0 and result["ended_by"] == "round_over"
-    finally:
-        broker.stop()
+def test_an_aborted_round_is_exit_4_for_the_collector_and_its_subjects(tmp_path: Path, broker: Mosquitto) -> None:
+    serve = _serve_announced(broker, tmp_path, k=5)
+    started = time.monotonic()
+    swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "2", "--timeout", "120", "--json")
+    out, err = _finish(serve, 60)
+    assert serve.returncode == 4, err[-2000:]
+    assert "too_few_subjects" in _one_error_line(err)
+    summary = json.loads(out)
+    assert summary["completed"] == 0 and summary["rounds"][0]["abort_reason"] == "too_few_subjects"
+    assert summary["rounds"][0]["completed"] is False and summary["problems"]
+    out, err = _finish(swarm, 60)
+    # The collector withdrew its announce: the subjects stop now, not after --timeout (120 s).
+    assert time.monotonic() - started < 45
+    assert swarm.returncode == 4, err[-2000:]
+    line = _one_error_line(err)
+    assert "0/2 subjects finished" in line and "ended round" in line
+    result = json.loads(out)
+    assert result["finished"] == 0 and result["ended_by"] == "round_over"
 
 
 @pytest.mark.broker
 @pytest.mark.slow
-def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> None:
-    broker = Mosquitto(tmp_path)
-    broker.start()
+def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path, broker: Mosquitto) -> None:
     db = tmp_path / "c.sqlite"
     procs: list[subprocess.Popen[str]] = []
     sharing = _FirstGroupMessage(broker.port)
@@ -162,24 +166,18 @@ def test_subjects_left_by_a_dead_collector_say_so_and_exit_4(tmp_path: Path) -> 
             if proc.poll() is None:
                 proc.kill()
         sharing.close()
-        broker.stop()
 
 
 @pytest.mark.broker
 @pytest.mark.slow
-def test_a_swarm_whose_floor_on_k_refuses_the_round_is_exit_4_not_0(tmp_path: Path) -> None:
+def test_a_swarm_whose_floor_on_k_refuses_the_round_is_exit_4_not_0(tmp_path: Path, broker: Mosquitto) -> None:
     """Subjects that do not take part (k = 3 announced, --min-k 4) finish at once: that is no success."""
-    broker = Mosquitto(tmp_path)
-    broker.start()
-    try:
-        serve = _serve_announced(broker, tmp_path, k=3)
-        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--min-k", "4", "--timeout",
-                       "60", "--json")
-        out, err = _finish(swarm, 60)
-        assert swarm.returncode == 4, err[-2000:]
-        assert "3/3 subjects do not take part" in _one_error_line(err) and "--min-k 4" in err
-        assert json.loads(out)["incompatible"] == 3
-        _finish(serve, 60)
-        assert serve.returncode == 4  # nobody registered: too_few_subjects
-    finally:
-        broker.stop()
+    serve = _serve_announced(broker, tmp_path, k=3)
+    swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "3", "--min-k", "4", "--timeout",
+                   "60", "--json")
+    out, err = _finish(swarm, 60)
+    assert swarm.returncode == 4, err[-2000:]
+    assert "3/3 subjects do not take part" in _one_error_line(err) and "--min-k 4" in err
+    assert json.loads(out)["incompatible"] == 3
+    _finish(serve, 60)
+    assert serve.returncode == 4  # nobody registered: too_few_subjects
