@@ -54,6 +54,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "split-assign": "coutil.adversary.private_run:SplitAssign",
     "split-announce": "coutil.adversary.private_run:SplitAnnounce",
     "split-roster": "coutil.adversary.private_run:SplitRoster",
+    "split-roster-early": "coutil.adversary.private_run:SplitRosterEarly",
 }
 
 

@@ -186,6 +186,11 @@ class BrokerStrategy:
         assert isinstance(value, str)
         return value
 
+    def param_int(self, name: str) -> int:
+        value = self.params[name]
+        assert isinstance(value, int)
+        return value
+
     # -------------------------------------------------------------- the bus's hooks
     def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
                    retain: bool) -> tuple[bool, list[Injection]]:
@@ -293,7 +298,7 @@ class ReplayPreMerge(BrokerStrategy):
                 self._held.add((message.subject, message.group))
             elif earlier and earlier[-1][0] == message.group and earlier[-1][1] != message.members:
                 if mode == "assign":
-                    out.append(Injection(2.0, inbox, earlier[-1][2]))
+                    out.append(Injection(0.5, inbox, earlier[-1][2]))
                 elif mode == "assign-after-reveal":
                     self._after_reveal[message.subject] = (inbox, earlier[-1][2])
             if not earlier or earlier[-1][2] != payload:
@@ -449,15 +454,15 @@ class Reorder(BrokerStrategy):
 
 
 class SplitRetained(BrokerStrategy):
-    """Shows the victim another retained bulletin than everyone else, on every delivery of its topic:
-    the earlier round's (``source = "earlier"``) or the real one with a broken signature (``"forged"``:
-    a broker cannot sign)."""
+    """Shows the victim another retained bulletin than everyone else, on every delivery of its topic (or
+    on the first ``times`` of them, 0: every one): the earlier round's (``source = "earlier"``) or the
+    real one with a broken signature (``"forged"``: a broker cannot sign)."""
 
     NAME = "split-retained"
     NEEDS_VICTIM = True
     NEEDS_EARLIER_ROUND = True
     PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "bulletin": "roster", "source": "earlier",
-                                           "earlier_offset": 1}
+                                           "earlier_offset": 1, "times": 0}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"bulletin": ("roster", "release", "announce"),
                                                      "source": ("earlier", "forged")}
 
@@ -480,6 +485,9 @@ class SplitRetained(BrokerStrategy):
 
     def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
         if receiver != self.victim or topic != self._topic or not payload:
+            return None
+        times = self.param_int("times")
+        if 0 < times <= self.actions["substituted"]:
             return None
         if self.param_str("source") == "forged":
             other = payload[:-1] + bytes([payload[-1] ^ 1])  # the signature's last byte

@@ -101,6 +101,13 @@ class CollectorStrategy(CollectorNode):
         assert isinstance(value, int)
         return value
 
+    def arrival_delay(self, subject: bytes) -> float:
+        """When ``subject`` starts in a simulated round, after the others (seconds): 0 but for a strategy that
+        needs a victim alone for a while (``split-roster-early``: subjects answer an announce over time). The
+        in-memory drivers (`coutil simulate`, `coutil experiment`) apply it; over MQTT subjects start when
+        they start."""
+        return 0.0
+
     # -------------------------------------------------------------- hiding complaints
     def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         out = super()._on_verdict(message, decoded, now)

@@ -278,7 +278,11 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
         if isinstance(event, RunRefused):
             refused.add((reporter, event.reason))
             by.add(reporter)
-        elif isinstance(event, VerdictRecorded) and not event.accept and event.reason in PROTOCOL_COMPLAINTS:
+        elif isinstance(event, VerdictRecorded) and not event.accept and event.reason in PROTOCOL_COMPLAINTS \
+                and reporter in verdicts:
+            # Public once the collector recorded it (one it acknowledged and hid is counted below, from the
+            # subject's evidence); a verdict it refused (``split-roster-early``: she is not on its roster)
+            # stays on her device.
             complaints[event.reason] += 1
             by.add(reporter)
         elif isinstance(event, SplitViewSeen) and event.member not in row_of:

@@ -18,8 +18,22 @@ her record was attributed unseen; now liveness only. With identities of its own 
 ``fabricate-members`` (SPEC §3's Sybil limit).
 
 - ``split-roster``: ``split-assign`` with a roster of her own (found by a reviewer of the fellow entries):
-  her puppets are on the roster only she is shown, so her fellows verify, and her record is attributed;
-  withheld, nobody notices (SPEC §3, the split-roster limit).
+  her puppets are on the roster only she is shown, on her inbox, so her fellows verify. Before, her record
+  was attributed (3 of 3 seeds), and withheld nobody noticed. What stops it: her submission waits for her roster
+  broadcast on its retained bulletin topic, which a collector that does not run the broker cannot show her
+  alone (SPEC §7.3 roster). With ``retained = false`` (the default) no roster is retained: the others' fetches
+  have it broadcast, the real one, and she refuses (`roster_mismatch`); with ``retained = true`` the real one
+  is retained as usual after hers went to her inbox, and she refuses at once. Her run never opens.
+
+- ``split-roster-early`` (found by an attacker on the roster gate): the gate rests on a broadcast reaching every
+  subscriber, and only those subscribed at the time get it. When the victim answers the announce before anyone
+  else (the others arrive ``others_after`` seconds later, as subjects of a survey do), the collector keeps her
+  registration out of the real roster, publishes a roster of her own (her leaf and k - 1 puppets) on the
+  retained roster topic and clears it at once, and runs her alone with its puppets before the others arrive:
+  her gate holds (she took her root from the bulletin), her record is attributed, and the others play an honest
+  round that never saw her roster. Not prevented: the Sybil limit (puppets on the roster she is shown) in time
+  (SPEC §3). Her complaint (`roster_mismatch`, the release names another roster) is refused
+  (`not_registered`): only her device holds it.
 
 - ``split-announce`` (a collector that runs the broker, with the broker strategy of that name): the
   victim alone is shown an announce of the same round with another k (``k``, default 1), the others the
@@ -42,12 +56,12 @@ from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector_groups import GroupMessage, GroupState
 from coutil.protocol.events import RoundAborted
-from coutil.protocol.messages import Announce, Assign, Fetch, Roster, Verdict
+from coutil.protocol.messages import Announce, Assign, Fetch, Register, RegisterAck, Roster, Verdict
 from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
 from coutil.protocol.states import CollectorState, SubjectState
 from coutil.protocol.subject import SubjectNode
 
-__all__ = ["SplitAnnounce", "SplitAssign", "SplitRoster"]
+__all__ = ["SplitAnnounce", "SplitAssign", "SplitRoster", "SplitRosterEarly"]
 
 #: The number of the victim's run of her own (any number her group's real runs never reach).
 PRIVATE_RUN = 1000
@@ -65,7 +79,8 @@ class _Puppet(SubjectNode):
 
     def see_roster(self, root: bytes, n: int) -> None:
         """The roster its collector shows the victim (``split-roster``): the one its run_keys state."""
-        self._roster_root, self._roster_size = root, n
+        self._roster_root = self._bulletin_root = root
+        self._roster_size = n
 
 
 class SplitAssign(FabricateMembers):
@@ -292,9 +307,10 @@ class SplitRoster(SplitAssign):
     """``split-assign`` with a roster of her own (found by a reviewer of the fellow entries): the victim alone
     is shown, on her inbox, the real roster's leaves plus one per puppet (their commitments its choice), and
     her assign over it, fellow entries that lead to its root; everyone else gets the real roster on their
-    inbox, none retained. With ``withhold = true`` nothing ever compares the two (SPEC §3: the limit)."""
+    inbox, and on the bulletin only with ``retained = true`` (module docstring: what stops it)."""
 
     NAME = "split-roster"
+    PARAMS: ClassVar[dict[str, object]] = {**SplitAssign.PARAMS, "retained": False}
 
     def configure(self, params: Mapping[str, object]) -> None:
         super().configure(params)
@@ -332,8 +348,9 @@ class SplitRoster(SplitAssign):
         rosters = [Outgoing(topics.inbox(self.round_id, key), self._own_roster if key == victim
                             else self._roster_out.payload) for key in self._order]
         kept: list[Outgoing] = []
+        retained = self.params.get("retained") is True
         for o in out:
-            if o.topic == self._roster_out.topic:
+            if o.topic == self._roster_out.topic and not retained:
                 continue  # no retained roster: a subscriber of the bulletin would see both
             hers = o.topic == old.topic and o.payload != old.payload and codec.decode(o.payload).message.TAG == "assign"
             kept.append(own if hers else o)
@@ -356,3 +373,96 @@ class SplitRoster(SplitAssign):
         finally:
             self._tree = real
 
+
+
+class SplitRosterEarly(SplitAssign):
+    """The victim, first to register, is shown a roster of her own on the retained roster topic while nobody
+    else subscribes to it, then cleared, and run alone with puppets (module docstring, ``split-roster-early``)."""
+
+    NAME = "split-roster-early"
+    PARAMS: ClassVar[dict[str, object]] = {**SplitAssign.PARAMS, "others_after": 2.0}
+    #: Her group of her own: a label no real group reaches.
+    LABEL = 500
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        self._own_tree: merkle.MerkleTree | None = None
+        self._own_roster = b""
+        self._victim_ack: Outgoing | None = None
+        self._victim_digest = b""
+
+    def arrival_delay(self, subject: bytes) -> float:
+        later = self.params.get("others_after", 0.0)
+        assert isinstance(later, int | float)
+        return 0.0 if subject == self.victim_key else float(later)
+
+    def _on_register(self, message: Register, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+        victim = self.victim_key
+        if message.sender != victim:
+            return super()._on_register(message, decoded, now)
+        if self._victim_ack is not None:  # her re-sends: the same answer, her registration kept out
+            if decoded.digest != self._victim_digest:
+                raise RemoteProtocolError("conflicting_registration", "a second registration of hers")
+            return [self._victim_ack]
+        self._victim_digest = decoded.digest
+        self._victim_ack = Outgoing(topics.inbox(self.round_id, victim),
+                                    self._sign(RegisterAck(self.round_id, self.public_key, victim, decoded.digest)))
+        assert self._announce_out is not None
+        rng = SeededRandom(self._rng.bytes(32))
+        width = len(self.config.confidential)
+        puppets: list[_Puppet] = []
+        for i in range(self.config.k - 1):
+            record = tuple(float(-1000 - i) for _ in range(width))
+            qi = tuple(v + 0.5 * (i + 1) for v in message.qi)
+            puppet = _Puppet(collector_key=self.public_key, qi=qi, confidential=record, rng=rng.fork(str(i)),
+                             retry_interval=self.config.retry_interval)
+            puppet.start(now)
+            puppet.receive(topics.ANNOUNCE, self._announce_out.payload, now)
+            puppets.append(puppet)
+            self.own_records[puppet.public_key] = record
+        commitments = {victim: merkle.qi_commitment(message.salt, message.qi)}
+        commitments.update({p.public_key: bytes(32) for p in puppets})
+        order = sorted(commitments)
+        tree = merkle.MerkleTree([merkle.roster_leaf(key, commitments[key]) for key in order])
+        self._own_tree = tree
+        self._own_roster = self._sign(Roster(self.round_id, self.public_key, len(order), tree.root, self.LABEL + 1))
+        for puppet in puppets:
+            puppet.join(self.LABEL, tuple(order))
+            puppet.see_roster(tree.root, len(order))
+        self.sybils.extend(puppets)
+        index = order.index(victim)
+        fellows = tuple((order.index(m), commitments[m], tree.proof(order.index(m))) for m in order if m != victim)
+        assign = Outgoing(topics.inbox(self.round_id, victim), self._sign(Assign(
+            self.round_id, self.public_key, victim, index, tree.proof(index), tree.root, self.LABEL, tuple(order),
+            tuple(float(v) for v in message.qi), fellows)))
+        self._resend.arm(("assign", victim), assign, now)
+        private = GroupState(self.LABEL, tuple(order), (), now + self.config.step_timeout)
+        private.run = PRIVATE_RUN - 1
+        start = self._sign(private.new_run(self.round_id, self.announce_digest, self.public_key, (),
+                                           now + self.config.step_timeout))
+        self.private = private
+        starts = tuple(Outgoing(topics.inbox(self.round_id, key), start) for key in order)
+        self._resend.arm("private_start", starts, now)
+        self.deviated = True
+        return [self._victim_ack, *self._bulletin_for_her(), assign, *starts]
+
+    def _bulletin_for_her(self) -> list[Outgoing]:
+        """Her roster on the retained roster topic, cleared at once: only who subscribes now ever sees it."""
+        topic = topics.roster(self.round_id)
+        return [Outgoing(topic, self._own_roster, retain=True), Outgoing(topic, b"", retain=True)]
+
+    def _on_fetch(self, message: Fetch, decoded: codec.Decoded, now: float) -> list[Outgoing]:
+        if message.sender == self.victim_key:
+            if message.what == "roster":
+                return self._bulletin_for_her()
+            raise RemoteProtocolError("early", "nothing for her", ignore=True)
+        return super()._on_fetch(message, decoded, now)
+
+    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
+        if self._own_tree is None:
+            return super()._on_private(topic, payload, now)
+        real, self._tree = self._tree, self._own_tree  # the roster her run states
+        try:
+            return super()._on_private(topic, payload, now)
+        finally:
+            self._tree = real

@@ -322,8 +322,10 @@ def join_command(
     watch = RoundWatch(announced)
     asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
     audit = node.audit
+    # A complaint without an audit: she took no part (a roster of her own, SPEC §4 group) and said so.
+    complaint = node.verdict if audit is None and node.verdict is not None and not node.verdict.accept else None
     problem: str | None = None
-    if audit is None:
+    if audit is None and complaint is None:
         if node.state in (SubjectState.EXCLUDED, SubjectState.DONE):
             problem = f"you were excluded from round {announced.round_id.hex()}: your record is not in the release"
         elif node.state == SubjectState.INCOMPATIBLE:
@@ -337,7 +339,8 @@ def join_command(
         "state": node.state,
         "ended_by": watch.ended_by,
         "problem": problem,
-        "verdict": None if audit is None else {
+        "verdict": ({"accept": False, "reason": complaint.reason, "included": False} if complaint is not None
+                    else None) if audit is None else {
             "accept": audit.accept, "reason": audit.reason, "included": audit.included,
             "k_anonymous": audit.k_anonymous, "permutation_distance": audit.permutation_distance,
             "p_value": audit.p_value, "plausible": audit.plausible,
@@ -347,10 +350,14 @@ def join_command(
     }
     if as_json:
         emit_json(result)
+    elif complaint is not None:
+        print(f"you took no part and complained: {complaint.reason} (SPEC §7.3 verdict reasons)")
     else:
         print(_verdict_words(audit, announced.qi_names + announced.confidential_names))
     if problem is not None:
         raise RoundIncompleteError(problem)
+    if complaint is not None:
+        raise ComplaintError(f"you complained about round {announced.round_id.hex()} ({complaint.reason})")
     if audit is not None and not audit.accept:
         raise ComplaintError(f"you rejected the release of round {announced.round_id.hex()} ({audit.reason})")
 
@@ -396,9 +403,12 @@ def swarm_command(
     stats = asyncio.run(host_subjects(nodes, address, timeout=timeout, shared_connection=shared_connection,
                                       watch=watch))
     accepted = sum(1 for n in nodes if n.audit is not None and n.audit.accept)
-    rejected = sum(1 for n in nodes if n.audit is not None and not n.audit.accept)
+    # A complaint without an audit (she took no part, SPEC §4 group) is a rejection too.
+    rejected = sum(1 for n in nodes if (n.audit is not None and not n.audit.accept)
+                   or (n.audit is None and n.verdict is not None and not n.verdict.accept))
     finished = sum(1 for n in nodes if n.finished)
-    excluded = sum(1 for n in nodes if n.audit is None and n.state in (SubjectState.EXCLUDED, SubjectState.DONE))
+    excluded = sum(1 for n in nodes if n.audit is None and n.verdict is None
+                   and n.state in (SubjectState.EXCLUDED, SubjectState.DONE))
     incompatible = sum(1 for n in nodes if n.state == SubjectState.INCOMPATIBLE)
     problem: str | None = None
     if incompatible:

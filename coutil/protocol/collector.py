@@ -67,7 +67,12 @@ from coutil.protocol.node import Outgoing, Rejection
 from coutil.protocol.schedule import fair_order
 from coutil.protocol.states import CollectorState
 
-__all__ = ["OUTAGE_LIMIT", "STATE_EDGES", "TRANSITIONS", "CollectorNode", "CollectorState"]
+#: Roster broadcasts one subject's fetches may trigger per step timeout (`CollectorNode._may_broadcast_roster`):
+#: three lost deliveries of it in a row are rare; a fourth fetch within the step gets it on her inbox only.
+ROSTER_BROADCASTS_PER_ASKER = 3
+
+__all__ = ["OUTAGE_LIMIT", "ROSTER_BROADCASTS_PER_ASKER", "STATE_EDGES", "TRANSITIONS", "CollectorNode",
+           "CollectorState"]
 
 
 #: Where each state may lead (for the spec's diagram; checked by the tests against the code paths).
@@ -437,8 +442,13 @@ class CollectorNode(CollectorCore):
     def _on_fetch(self, message: Fetch, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         if message.sender not in self._registrations:
             raise RemoteProtocolError("not_registered", "fetch from a subject not in the roster")
-        # Bulletins (retained for everyone) are re-sent to the asker's inbox: a retained delivery can
-        # be lost too (a broker drops QoS 1 messages to a slow subscriber).
+        # Bulletins (retained for everyone) are re-sent to the asker's inbox: a retained delivery can be
+        # lost too (a broker drops QoS 1 messages to a slow subscriber). The roster is also published again
+        # on its own retained topic: her submission waits for the roster everyone is shown (SPEC §4 group).
+        roster = self._roster_out
+        if message.what == "roster" and roster is not None and self._may_broadcast_roster(message.sender, now):
+            return [roster]
+        asker = message.sender
         bulletin = {"release": self._release_out, "roster": self._roster_out}.get(message.what)
         if bulletin is not None:
             answer = Outgoing(topics.inbox(self.round_id, message.sender), bulletin.payload)
@@ -450,12 +460,30 @@ class CollectorNode(CollectorCore):
         # one; a new answer, such as the assign of a merge, goes at once): a subject re-sending her signed
         # fetch in a loop would otherwise have the collector publish the whole release to her inbox as
         # often (84x her bytes at n = 200).
-        last = self._fetch_answered.get((message.sender, message.what))
+        last = self._fetch_answered.get((asker, message.what))
         if last is not None and last[1] == answer.payload and now - last[0] < self.config.retry_interval / 2:
             raise RemoteProtocolError("duplicate", f"{message.what!r} answered {now - last[0]:.3f} s ago",
                                       ignore=True)
-        self._fetch_answered[(message.sender, message.what)] = (now, answer.payload)
+        self._fetch_answered[(asker, message.what)] = (now, answer.payload)
         return [answer]
+
+    def _may_broadcast_roster(self, asker: bytes, now: float) -> bool:
+        """Whether her fetch publishes the roster again on its topic (to every subscriber): at most once per
+        half retry interval whoever asks, and at most `ROSTER_BROADCASTS_PER_ASKER` times for one subject per
+        step timeout (found by an attacker: one subject fetching in a loop had it reach everyone every half
+        interval). Otherwise she gets it on her inbox, a hint, and asks again."""
+        last = self._fetch_answered.get((b"", "roster"))
+        if last is not None and now - last[0] < self.config.retry_interval / 2:
+            return False
+        since, count = self._roster_broadcasts.get(asker, (now, 0))
+        if now - since >= self.config.step_timeout:
+            since, count = now, 0  # a new step: a subject whose deliveries are lost for long asks again
+        if count >= ROSTER_BROADCASTS_PER_ASKER:
+            return False
+        self._roster_broadcasts[asker] = (since, count + 1)
+        assert self._roster_out is not None
+        self._fetch_answered[(b"", "roster")] = (now, self._roster_out.payload)
+        return True
 
     # ------------------------------------------------------------------ results
     def outcome(self) -> RoundOutcome:

@@ -103,6 +103,9 @@ class CollectorCore:
         #: (subject, what) -> when her fetch was last answered, and with what (the same answer goes at most
         #: once per half retry interval).
         self._fetch_answered: dict[tuple[bytes, str], tuple[float, bytes]] = {}
+        #: subject -> (since when, how many) roster broadcasts her fetches triggered in the current step
+        #: timeout (each reaches every subscriber: capped).
+        self._roster_broadcasts: dict[bytes, tuple[float, int]] = {}
         self._order: list[bytes] = []  # roster order (sorted keys)
         self._tree: merkle.MerkleTree | None = None
         self._qi_matrix: np.ndarray | None = None

@@ -17,7 +17,6 @@ from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.config import MAX_RANDOM_RECORDS
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.events import (
-    RosterMissing,
     SubjectEvent,
     SubjectGrouped,
     SubjectIncompatible,
@@ -59,8 +58,9 @@ ROSTER_SALT_TAG = b"coutil/roster-salt/v1\x00"
 STATE_EDGES: dict[SubjectState, tuple[SubjectState, ...]] = {
     SubjectState.AWAIT_ANNOUNCE: (SubjectState.REGISTERING, SubjectState.INCOMPATIBLE, SubjectState.SAMPLED_OUT),
     SubjectState.REGISTERING: (SubjectState.REGISTERED, SubjectState.SHARING, SubjectState.AWAIT_RELEASE,
-                               SubjectState.EXCLUDED),
-    SubjectState.REGISTERED: (SubjectState.SHARING, SubjectState.AWAIT_RELEASE, SubjectState.EXCLUDED),
+                               SubjectState.VERDICT_SENT, SubjectState.EXCLUDED),
+    SubjectState.REGISTERED: (SubjectState.SHARING, SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT,
+                              SubjectState.EXCLUDED),
     SubjectState.SHARING: (SubjectState.AWAIT_RELEASE, SubjectState.VERDICT_SENT, SubjectState.EXCLUDED),
     SubjectState.AWAIT_RELEASE: (SubjectState.VERDICT_SENT,),
     SubjectState.VERDICT_SENT: (SubjectState.DONE,),
@@ -185,7 +185,7 @@ class SubjectNode(SubjectCore):
             if sender == self.public_key:
                 # Her own message echoed back (the first mixer's submission to herself, or a relay).
                 raise RemoteProtocolError("own_message", f"{message.TAG} sent by me", ignore=True)
-            self._receiving = payload
+            self._receiving, self._receiving_topic = payload, topic
             return handler(self, message, decoded.digest, now)
         except RemoteProtocolError as exc:
             self.rejections.append(Rejection(now, topic, exc.reason, exc.detail, exc.ignore, sender, kind))
@@ -262,12 +262,42 @@ class SubjectNode(SubjectCore):
         return []
 
     def _on_roster(self, message: Roster, digest: bytes, now: float) -> list[Outgoing]:
+        if self._receiving_topic == topics.roster(message.round_id):
+            return self._on_roster_bulletin(message, digest, now)
+        # On her inbox (an answer to her fetch): a hint, enough to check her assign; her reveal waits for
+        # the same root on the bulletin.
         if self._roster_root is not None and self._roster_root != message.merkle_root:
+            self._complain("split_view")  # two signed rosters of one round, whatever the topics
             raise RemoteProtocolError("roster_changed", "a second, different roster for this round")
+        return self._take_roster(message, now)
+
+    def _on_roster_bulletin(self, message: Roster, digest: bytes, now: float) -> list[Outgoing]:
+        """The roster broadcast to every subscriber (retained): a collector that does not run the broker
+        cannot show her another one there without showing it to everyone (SPEC §7.3 roster)."""
+        if self._bulletin_root is not None and self._bulletin_root != message.merkle_root:
+            # Two signed rosters broadcast for one round: the collector equivocates.
+            self._complain("split_view")
+            raise RemoteProtocolError("roster_changed", "a second, different roster on the bulletin")
+        first = self._bulletin_root is None
+        self._bulletin_root = message.merkle_root
+        if self._roster_root is not None and self._roster_root != message.merkle_root:
+            # The roster shown on her inbox is not the one shown to everyone: a roster of her own (SPEC §3
+            # "split roster"). She takes no part, whatever she was assigned, and complains.
+            self._resend.cancel(("fetch", "roster"))
+            return self._refuse(-1 if self._group is None else self._group,
+                                -1 if self._run is None else self._run.number, "roster_mismatch", now)
+        if self._roster_root is None:
+            return self._take_roster(message, now)
+        self._resend.cancel(("fetch", "roster"))
+        # The same root she held: a reveal that waited for it may go now.
+        return self._advance(now) if first and self.state == SubjectState.SHARING else []
+
+    def _take_roster(self, message: Roster, now: float) -> list[Outgoing]:
         self._roster_root = message.merkle_root
         self._roster_size = message.n
         self._roster_groups = message.n_groups
-        self._resend.cancel(("fetch", "roster"))
+        if self._bulletin_root == message.merkle_root:
+            self._resend.cancel(("fetch", "roster"))  # (on her inbox only: she asks on until it is broadcast)
         pending, self._pending_assign = self._pending_assign, None
         if pending is not None:
             return self._on_assign(pending[0], pending[1], now)
@@ -283,10 +313,7 @@ class SubjectNode(SubjectCore):
             # The proof can only be checked against the published roster (its size and root). Its
             # retained delivery may have been lost: keep this assign and ask the collector for it.
             self._pending_assign = (message, digest)
-            if self._resend.pending(("fetch", "roster")):
-                return []
-            self._event(RosterMissing(now, self.sid))
-            return self._send_fetch("roster", now)
+            return self._ask_for_roster(now)
         commitment = merkle.qi_commitment(self._roster_salt(message.round_id), self._qi)
         leaf = merkle.roster_leaf(self.public_key, commitment)
         if not merkle.verify_inclusion(leaf, message.leaf_index, self._roster_size, message.proof,
@@ -356,20 +383,23 @@ class SubjectNode(SubjectCore):
     # ------------------------------------------------------------------ release and audit
     def _on_release(self, message: Release, digest: bytes, now: float) -> list[Outgoing]:
         assert self._params is not None and self._round_id is not None
-        if self._group is None:
+        if self._group is None and not self.complaints:
             raise RemoteProtocolError("early", "release before my group assignment", ignore=True)
         self._resend.clear()
         self._release_wait_until = None
-        result = audit_release(
-            message,
-            digest,
-            qi=self._qi,
-            confidential=self._confidential,
-            group=self._group,
-            params=self._params,
-            caches=self._caches,
-        )
-        self.audit = result
+        result = None
+        if self._group is not None:
+            result = audit_release(
+                message,
+                digest,
+                qi=self._qi,
+                confidential=self._confidential,
+                group=self._group,
+                params=self._params,
+                caches=self._caches,
+            )
+            self.audit = result
+        # (No group: she refused before any assign, a roster of her own; her complaint is her verdict.)
         # The release must be of the roster she saw (SPEC §10); protocol complaints come first.
         if message.roster_root != self._roster_root or not self._consistent_with_roster(message, digest):
             self._complain("roster_mismatch")
@@ -379,8 +409,8 @@ class SubjectNode(SubjectCore):
             # subjects who were never in it (one kept apart for a run of her own, SPEC §3).
             self._complain("group_not_as_run")
         complaints = [*self.complaints, *self._view_complaints.values()]
-        accept = result.accept and not complaints
-        reason = complaints[0] if complaints else result.reason
+        accept = result is not None and result.accept and not complaints
+        reason = complaints[0] if complaints or result is None else result.reason
         verdict = Verdict(self._round_id, self.public_key, accept, reason, digest, self._view_root())
         data = self._caches.encode(verdict, self._identity)
         self._verdict_digest = codec.payload_digest_of(data)
@@ -416,16 +446,19 @@ class SubjectNode(SubjectCore):
 #: whose class the current state does not list is recorded as IGNORE ``unexpected``.
 TRANSITIONS: dict[SubjectState, dict[type[Message], Handler[SubjectNode, bytes]]] = {
     SubjectState.AWAIT_ANNOUNCE: table(on(Announce, SubjectNode._on_announce)),
+    # A release before any assign: her verdict, if she holds a complaint (two rosters), else IGNORE `early`.
     SubjectState.REGISTERING: table(
         on(RegisterAck, SubjectNode._on_register_ack),
         on(Roster, SubjectNode._on_roster),
         on(Assign, SubjectNode._on_assign),
         on(ShuffleStart, SubjectNode._on_suppressed),
+        on(Release, SubjectNode._on_release),
     ),
     SubjectState.REGISTERED: table(
         on(Roster, SubjectNode._on_roster),
         on(Assign, SubjectNode._on_assign),
         on(ShuffleStart, SubjectNode._on_suppressed),
+        on(Release, SubjectNode._on_release),
     ),
     SubjectState.SHARING: table(
         on(Roster, SubjectNode._on_roster),

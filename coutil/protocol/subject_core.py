@@ -19,6 +19,7 @@ from coutil.protocol import codec, crypto, topics
 from coutil.protocol.events import (
     BlameSent,
     NoGoVoted,
+    RosterMissing,
     RunRefused,
     SplitViewSeen,
     SubjectEvent,
@@ -163,6 +164,9 @@ class SubjectCore:
         self._min_k = min_k
         self._register_digest: bytes | None = None
         self._roster_root: bytes | None = None
+        #: The root of the roster broadcast on its retained bulletin topic (an answer on her inbox is only a
+        #: hint): her reveal waits until it is the root she took part on (SPEC §7.3 roster, "split roster").
+        self._bulletin_root: bytes | None = None
         self._roster_size: int | None = None
         self._roster_groups = 0
         #: An assign that arrived before the roster (checked once the roster is here).
@@ -194,6 +198,7 @@ class SubjectCore:
         self._verdict_envelope: bytes | None = None
         self._verdict_ack_envelope: bytes | None = None
         self._receiving = b""  # the envelope being handled (a handler that keeps exact bytes reads it)
+        self._receiving_topic = ""  # and the topic it came on
         self._release_wait_until: float | None = None
         self._now = 0.0
         self._subscriptions_key: object = None
@@ -297,6 +302,13 @@ class SubjectCore:
         self._set_state(SubjectState.AWAIT_RELEASE)
         self._release_wait_until = now + self._params.step_timeout
         return []
+
+    def _ask_for_roster(self, now: float) -> list[Outgoing]:
+        """Fetch the roster (the collector broadcasts it again on its bulletin topic), unless asked already."""
+        if self._resend.pending(("fetch", "roster")):
+            return []
+        self._event(RosterMissing(now, self.sid))
+        return self._send_fetch("roster", now)
 
     def _send_fetch(self, what: str, now: float) -> list[Outgoing]:
         assert self._round_id is not None
@@ -495,8 +507,12 @@ class SubjectCore:
         me = self.public_key
         position = members.index(me)
         rid, group = self._round_id, self._group
-        # 1. All keys known: build and submit my onion.
-        if run.my_sealed is None and len(run.keys) == g:
+        # 1. All keys known: build and submit my onion, once she holds her roster's root from its retained
+        # topic (SPEC §4 group): a roster shown on her inbox alone may hold identities of the collector's
+        # beside her (a run of her own, "split roster"); broadcast, it would be shown to everyone.
+        if run.my_sealed is None and len(run.keys) == g and self._bulletin_root != self._roster_root:
+            out.extend(self._ask_for_roster(now))
+        elif run.my_sealed is None and len(run.keys) == g:
             record = crypto.encode_record(self._confidential)
             innermost = crypto.seal(self._params.collector_kx, record, collector_aad(rid), self._rng)
             inner_publics = [run.keys[m][1] for m in members]

@@ -216,10 +216,13 @@ def test_duplicated_or_reordered_deliveries_change_nothing(strategy: str, seed: 
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("bulletin", ["roster", "release"])
-def test_another_rounds_retained_bulletin_shown_to_one_subject_has_no_effect(bulletin: str, seed: int) -> None:
-    """She ignores it (``wrong_round``) and fetches the real one from the collector (§4): no effect."""
-    p = play({"broker": {"strategy": "split-retained", "victim": VICTIM, "bulletin": bulletin}}, seed=seed)
+@pytest.mark.parametrize(("bulletin", "times"), [("roster", 1), ("release", 0)])
+def test_another_rounds_retained_bulletin_shown_to_one_subject_has_no_effect(bulletin: str, times: int,
+                                                                             seed: int) -> None:
+    """She ignores it (``wrong_round``) and fetches the real one (§4; the roster: published again on its
+    retained topic, which her submission waits for): no effect."""
+    p = play({"broker": {"strategy": "split-retained", "victim": VICTIM, "bulletin": bulletin, "times": times}},
+             seed=seed)
     assert_defeated(p, honest(seed))
     entry = broker_entry(p)
     substituted = entry["actions"]["substituted"]
@@ -229,12 +232,29 @@ def test_another_rounds_retained_bulletin_shown_to_one_subject_has_no_effect(bul
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_forged_retained_roster_is_rejected_by_the_subject_shown_it(seed: int) -> None:
-    """A broker cannot sign: the roster it alters is REJECT ``bad_signature`` (detected by her), then fetched."""
-    p = play({"broker": {"strategy": "split-retained", "victim": VICTIM, "source": "forged"}}, seed=seed)
+    """A broker cannot sign: the roster it alters is REJECT ``bad_signature`` (detected by her); she fetches
+    it, the collector publishes it again on its retained topic, and the next delivery is the real one."""
+    p = play({"broker": {"strategy": "split-retained", "victim": VICTIM, "source": "forged", "times": 1}}, seed=seed)
     assert_defeated(p, honest(seed))
     entry = broker_entry(p)
-    assert entry["received"] == {"bad_signature": entry["actions"]["substituted"]}
+    assert entry["received"] == {"bad_signature": entry["actions"]["substituted"]} == {"bad_signature": 1}
     assert entry["detected"] and entry["detected_by"] == [p.sid(VICTIM)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("source", ["earlier", "forged"])
+def test_a_subject_never_shown_the_real_retained_roster_submits_nothing_liveness_only(source: str, seed: int) -> None:
+    """Every delivery of the roster topic to her is another one: she never holds her roster's root from its
+    retained topic, so she submits nothing (SPEC §4 group: a roster shown on her inbox alone may be one of her
+    own, ``split-roster``) and is excluded ``silent`` alone at the step deadline, as if the broker dropped her;
+    her group runs without her, the rest is released and accepted, nothing leaks."""
+    p = play({"broker": {"strategy": "split-retained", "victim": VICTIM, "source": source}}, seed=seed)
+    entry = broker_entry(p)
+    assert p.outcome.completed and p.excluded() == {p.sid(VICTIM): "silent"}
+    assert entry["leak"] == [] and entry["actions"]["substituted"] >= 2  # the first and the re-published one
+    others = [r for r in range(p.data.n) if r != VICTIM]
+    assert p.released() == p.records(others)
+    assert all(p.verdicts()[p.sid(r)]["accept"] is True for r in others)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from coutil.adversary.collector import CollectorStrategy, RerunSubtract
+from coutil.protocol import topics
 from coutil.protocol.collector import CollectorNode
+from coutil.protocol.subject import STATE_EDGES, SubjectState
 from coutil.protocol.topics import sid_of
 from coutil.sdc.mdav import mdav
 from tests.adversary.common import CONFIG, SEEDS, Played, play
@@ -362,17 +364,76 @@ def test_two_releases_of_the_same_respondents_with_another_k_are_intersected_the
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("retained", [False, True], ids=["inbox-only", "real-retained"])
 @pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
-def test_a_victim_shown_a_roster_of_her_own_is_attributed_the_measured_limit(withhold: bool, seed: int) -> None:
+def test_a_victim_shown_a_roster_of_her_own_refuses_at_the_bulletin(withhold: bool, retained: bool, seed: int) -> None:
     """``split-roster`` (found by a reviewer of the fellow entries): the victim alone is shown, on her inbox, a
-    roster that also holds the collector's puppets, and her fellows lead to its root. Her record is attributed.
-    Released, it is public (she complains `roster_mismatch`: the release names the real roster; her group-mates
-    `group_not_as_run`); withheld, nobody notices (SPEC §3, the split-roster limit)."""
-    p = play({"collector": {"strategy": "split-roster", "withhold": withhold}}, seed=seed, n=31)
+    roster that also holds the collector's puppets, and her fellows lead to its root. Before, her record was
+    attributed (3 of 3 seeds), and withheld nobody noticed. Now her reveal waits for her roster broadcast on its
+    retained bulletin topic (SPEC §7.3 roster): the real one reaches her there (retained, or broadcast again at
+    the others' fetch), she refuses and complains `roster_mismatch`; her run of her own never opens."""
+    p = play({"collector": {"strategy": "split-roster", "withhold": withhold, "retained": retained}}, seed=seed, n=31)
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
-    assert entry["leak"] == [sid_of(victim)]
+    assert victim is not None and entry["deviated"]
+    assert entry["leak"] == [] and p.round.collector.attributions() == {}  # type: ignore[attr-defined]
     if withhold:
-        assert p.outcome.phase == "aborted" and not entry["public"] and p.verdicts() == {}
+        assert p.outcome.phase == "aborted" and p.verdicts() == {}
     else:
-        assert entry["public"] and entry["complaints"] == {"roster_mismatch": 1, "group_not_as_run": CONFIG.k}
+        assert p.verdicts()[sid_of(victim)]["reason"] == "roster_mismatch"
+        assert entry["public"] and entry["complaints"] == {"roster_mismatch": 1}
+        assert p.outcome.completed and len(p.outcome.rows) == p.data.n - 1  # everyone else, released
+        assert sum(1 for v in p.verdicts().values() if v["accept"] is True) == p.data.n - 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_a_victim_alone_on_the_bulletin_before_the_others_arrive_is_attributed_the_measured_limit(
+        withhold: bool, seed: int) -> None:
+    """``split-roster-early`` (found by an attacker on the roster gate): the broadcast reaches only who
+    subscribes at the time. The victim answers the announce 2 s before the others; the collector keeps her off
+    its roster, shows her a roster of her own (her leaf and k - 1 puppets) on the retained roster topic, clears
+    it, and runs her alone with its puppets before the others arrive. Her record is attributed, 3 of 3 seeds;
+    the others play an honest round (released: n - 1 rows, all accepting) and her complaint is refused
+    (`not_registered`): nothing public. The Sybil limit in time (SPEC §3)."""
+    p = play({"collector": {"strategy": "split-roster-early", "withhold": withhold, "others_after": 2.0}},
+             seed=seed, n=31)
+    entry = p.collector_entry
+    victim = p.round.collector.victim_key  # type: ignore[attr-defined]
+    assert entry["leak"] == [sid_of(victim)] and not entry["public"] and p.excluded() == {}
+    if withhold:
+        assert p.outcome.phase == "aborted" and p.verdicts() == {}
+    else:
+        assert p.outcome.completed and len(p.outcome.rows) == p.data.n - 1
+        assert sid_of(victim) not in p.verdicts()
+        assert sum(1 for v in p.verdicts().values() if v["accept"] is True) == p.data.n - 1
+        # She did complain; the collector refused her verdict: she is on no roster it publishes.
+        (node,) = [s for s in p.round.subjects if s.public_key == victim]
+        assert node.verdict is not None and node.verdict.reason == "roster_mismatch"
+        her_up = topics.subject_up(p.round.collector.round_id, victim)
+        assert any(r.reason == "not_registered" and r.kind == "verdict" and r.topic == her_up
+                   for r in p.round.collector.rejections)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_a_roster_of_her_own_broadcast_to_everyone_subscribed_is_attributed_and_complained_of_on_every_device(
+        withhold: bool, seed: int) -> None:
+    """The same with everyone subscribed at once: every subject takes the victim's roster from the bulletin,
+    then sees the real one (two signed rosters: `split_view`); the others' assigns do not fit the first, they
+    are excluded `silent`. Her record is attributed (the Sybil limit: puppets on the roster everyone saw).
+    Every other subject holds a `split_view` complaint; released, each sends it in a verdict although she never
+    had a group (a release before any assign), which the collector records only if it has not finished."""
+    p = play({"collector": {"strategy": "split-roster-early", "others_after": 0.0, "withhold": withhold}},
+             seed=seed, n=31)
+    entry = p.collector_entry
+    victim = p.round.collector.victim_key  # type: ignore[attr-defined]
+    assert entry["leak"] == [sid_of(victim)] and len(p.outcome.rows) == 0
+    others = [s for s in p.round.subjects if s.public_key != victim]
+    assert all("split_view" in s.complaints for s in others)
+    assert SubjectState.VERDICT_SENT in STATE_EDGES[SubjectState.REGISTERED]
+    if withhold:
+        assert not entry["public"] and all(s.verdict is None for s in others)
+    else:
+        assert all(s.verdict is not None and s.verdict.reason == "split_view" for s in others)
+        assert all(s.state in (SubjectState.VERDICT_SENT, SubjectState.DONE) for s in others)

@@ -25,7 +25,8 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         "key-split", "equivocate", "direct-no-go", "bad-key", "keys-ahead", "hide-submit"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
-        "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster"}
+        "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",
+        "split-roster-early"}
     for name in SUBJECT_STRATEGIES:
         assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:
@@ -140,7 +141,7 @@ def test_run_keeps_the_subjects_evidence_of_hidden_verdicts(workers: int, tmp_pa
     reach the run directory's evidence.json and the report, whether they ran in this process or in
     worker processes (which report them), and `coutil verify` names every hidden verdict."""
     path = tmp_path / "round.toml"
-    path.write_text(ROUND + '[adversary.collector]\nstrategy = "split-view-roster"\nhide_complaints = true\n')
+    path.write_text(ROUND + '[adversary.collector]\nstrategy = "split-view-release"\nhide_complaints = true\n')
     out = tmp_path / "run"
     code = main(["run", "--config", str(path), "--out", str(out), "--json", "--seed", "3",
                  "--workers", str(workers)])

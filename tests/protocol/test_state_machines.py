@@ -374,3 +374,41 @@ def test_a_fetch_is_answered_once_per_half_retry_interval_not_once_per_copy() ->
     assert sum(len(a) for a in answers) == 1
     assert [r.reason for r in collector.rejections[-99:]] == ["duplicate"] * 99
     assert len(collector.receive(topic, payload, now + CONFIG.retry_interval)) == 1
+
+
+def test_a_subject_fetching_the_roster_in_a_loop_has_it_broadcast_a_few_times_only() -> None:
+    """A roster fetch is answered by publishing the roster again on its retained topic, to every subscriber
+    (SPEC §4 group: her submission waits for it there). Found by an attacker: one subject fetching in a loop
+    had it reach everyone every half retry interval (200-240 extra deliveries in 3.4 s at n = 40). Now one
+    subject's fetches broadcast it at most `ROSTER_BROADCASTS_PER_ASKER` times per step timeout, and anyone's at
+    most once per half retry interval; otherwise she gets it on her inbox (a hint)."""
+    from coutil.protocol.collector import ROSTER_BROADCASTS_PER_ASKER
+
+    target, _ = _plan()
+    played = _build(None)
+    played.bus.run_until(until=500.0, predicate=lambda: played.collector.finished)
+    collector, someone = played.collector, played.subjects[target]
+    assert someone._round_id is not None
+    payload = codec.encode(Fetch(someone._round_id, someone.public_key, "roster"), someone._identity)
+    topic = topics.subject_up(someone._round_id, someone.public_key)
+    now = played.bus.now + 1.0
+    # Within one step timeout, a fetch every half retry interval (each answered: her copies are new fetches).
+    count = int(CONFIG.step_timeout / (CONFIG.retry_interval / 2)) - 1
+    answers = [out for i in range(count)
+               for out in collector.receive(topic, payload, now + i * CONFIG.retry_interval / 2)]
+    broadcasts = [o for o in answers if o.topic == topics.roster(someone._round_id)]
+    assert len(broadcasts) == ROSTER_BROADCASTS_PER_ASKER and all(o.retain for o in broadcasts)
+    inbox = [o for o in answers if o not in broadcasts]
+    assert all(o.topic == topics.inbox(someone._round_id, someone.public_key) for o in inbox)
+    assert len(inbox) >= count // 2  # the other fetches: her inbox only (a copy within half an interval: none)
+    # The next step: her budget is back (deliveries lost for long), still capped.
+    assert [o.topic for o in collector.receive(topic, payload, now + CONFIG.step_timeout + 1.0)] == \
+        [topics.roster(someone._round_id)]
+    # Two askers within half a retry interval: one broadcast between them (the other gets her inbox).
+    other = next(s for s in played.subjects if s is not someone)
+    later = now + 1000.0
+    other_fetch = codec.encode(Fetch(someone._round_id, other.public_key, "roster"), other._identity)
+    first = collector.receive(topics.subject_up(someone._round_id, other.public_key), other_fetch, later)
+    again = collector.receive(topic, payload, later + CONFIG.retry_interval / 4)
+    assert [o.topic for o in first] == [topics.roster(someone._round_id)]
+    assert [o.topic for o in again] == [topics.inbox(someone._round_id, someone.public_key)]
