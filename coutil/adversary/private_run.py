@@ -89,6 +89,8 @@ class SplitAssign(FabricateMembers):
     NAME = "split-assign"
     PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "withhold": False}
     NEEDS_VICTIM = True
+    #: A roster of her own that her run states (None: the real one).
+    _own_tree: merkle.MerkleTree | None = None
 
     def configure(self, params: Mapping[str, object]) -> None:
         super().configure({"count": 0, "isolate": False, **params})
@@ -184,7 +186,8 @@ class SplitAssign(FabricateMembers):
 
     def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
         private = self.private
-        if private is None or not payload or self._tree is None:
+        roster = self._own_tree if self._own_tree is not None else self._tree
+        if private is None or not payload or roster is None:
             return None
         try:
             decoded = self._decode_cache.decode(payload, self._limits)
@@ -198,7 +201,8 @@ class SplitAssign(FabricateMembers):
             return None
         to = topics.addressed_to(self.round_id, member_message.sender, topic)
         try:
-            private.observe(member_message, decoded.envelope, now, self.config.step_timeout, self._tree.root, to)
+            # The roster her run states: the real one, or one of her own (`split-roster`, `split-roster-early`).
+            private.observe(member_message, decoded.envelope, now, self.config.step_timeout, roster.root, to)
         except RemoteProtocolError:
             return []
         if private.all_keys():
@@ -364,14 +368,6 @@ class SplitRoster(SplitAssign):
                 return [self._own_assign]
         return super()._on_fetch(message, decoded, now)
 
-    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
-        if self._own_tree is None:
-            return super()._on_private(topic, payload, now)
-        real, self._tree = self._tree, self._own_tree  # the roster its run states
-        try:
-            return super()._on_private(topic, payload, now)
-        finally:
-            self._tree = real
 
 
 
@@ -457,12 +453,3 @@ class SplitRosterEarly(SplitAssign):
                 return self._bulletin_for_her()
             raise RemoteProtocolError("early", "nothing for her", ignore=True)
         return super()._on_fetch(message, decoded, now)
-
-    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
-        if self._own_tree is None:
-            return super()._on_private(topic, payload, now)
-        real, self._tree = self._tree, self._own_tree  # the roster her run states
-        try:
-            return super()._on_private(topic, payload, now)
-        finally:
-            self._tree = real

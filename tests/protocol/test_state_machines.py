@@ -357,19 +357,25 @@ def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_ke
             (["k_below_floor"] if floor is None else [])
 
 
-def test_a_fetch_is_answered_once_per_half_retry_interval_not_once_per_copy() -> None:
-    """A subject re-sending one signed fetch("release") in a loop had the collector publish the whole
-    release to her inbox as often (84x her bytes at n = 200, found by an attacker): now the copies within
-    half a retry interval of the same answer are IGNORE ``duplicate``; an honest subject asks again after a
-    whole one and is answered (and a new answer, such as a merge's assign, would go at once)."""
+def _after_a_round(what: str) -> tuple[CollectorNode, SubjectNode, bytes, str, float, list[SubjectNode]]:
+    """A finished honest round: its collector, one subject, her signed fetch of ``what``, her up topic, a time
+    after the round, and all its subjects."""
     target, _ = _plan()
     played = _build(None)
     played.bus.run_until(until=500.0, predicate=lambda: played.collector.finished)
     collector, someone = played.collector, played.subjects[target]
     assert someone._round_id is not None
-    payload = codec.encode(Fetch(someone._round_id, someone.public_key, "release"), someone._identity)
-    topic = topics.subject_up(someone._round_id, someone.public_key)
-    now = played.bus.now + 1.0
+    payload = codec.encode(Fetch(someone._round_id, someone.public_key, what), someone._identity)
+    return (collector, someone, payload, topics.subject_up(someone._round_id, someone.public_key),
+            played.bus.now + 1.0, list(played.subjects))
+
+
+def test_a_fetch_is_answered_once_per_half_retry_interval_not_once_per_copy() -> None:
+    """A subject re-sending one signed fetch("release") in a loop had the collector publish the whole
+    release to her inbox as often (84x her bytes at n = 200, found by an attacker): now the copies within
+    half a retry interval of the same answer are IGNORE ``duplicate``; an honest subject asks again after a
+    whole one and is answered (and a new answer, such as a merge's assign, would go at once)."""
+    collector, _, payload, topic, now, _ = _after_a_round("release")
     answers = [collector.receive(topic, payload, now + i * 0.001) for i in range(100)]
     assert sum(len(a) for a in answers) == 1
     assert [r.reason for r in collector.rejections[-99:]] == ["duplicate"] * 99
@@ -384,14 +390,8 @@ def test_a_subject_fetching_the_roster_in_a_loop_has_it_broadcast_a_few_times_on
     most once per half retry interval; otherwise she gets it on her inbox (a hint)."""
     from coutil.protocol.collector import ROSTER_BROADCASTS_PER_ASKER
 
-    target, _ = _plan()
-    played = _build(None)
-    played.bus.run_until(until=500.0, predicate=lambda: played.collector.finished)
-    collector, someone = played.collector, played.subjects[target]
+    collector, someone, payload, topic, now, subjects = _after_a_round("roster")
     assert someone._round_id is not None
-    payload = codec.encode(Fetch(someone._round_id, someone.public_key, "roster"), someone._identity)
-    topic = topics.subject_up(someone._round_id, someone.public_key)
-    now = played.bus.now + 1.0
     # Within one step timeout, a fetch every half retry interval (each answered: her copies are new fetches).
     count = int(CONFIG.step_timeout / (CONFIG.retry_interval / 2)) - 1
     answers = [out for i in range(count)
@@ -405,7 +405,7 @@ def test_a_subject_fetching_the_roster_in_a_loop_has_it_broadcast_a_few_times_on
     assert [o.topic for o in collector.receive(topic, payload, now + CONFIG.step_timeout + 1.0)] == \
         [topics.roster(someone._round_id)]
     # Two askers within half a retry interval: one broadcast between them (the other gets her inbox).
-    other = next(s for s in played.subjects if s is not someone)
+    other = next(s for s in subjects if s is not someone)
     later = now + 1000.0
     other_fetch = codec.encode(Fetch(someone._round_id, other.public_key, "roster"), other._identity)
     first = collector.receive(topics.subject_up(someone._round_id, other.public_key), other_fetch, later)
