@@ -56,7 +56,7 @@ from coutil.protocol.subject import SubjectNode
 __all__ = [
     "CollectorStrategy", "DropSubject", "EraseComplaints", "FabricateMembers", "IsolateVictim", "Opening",
     "PublishBelowK",
-    "RerunSubtract", "SplitViewRelease", "SplitViewRoster",
+    "RerunSubtract", "SplitViewRelease", "SplitViewRoster", "arrival_delay",
 ]
 
 
@@ -69,6 +69,11 @@ class Opening:
     run: int
     members: tuple[bytes, ...]
     records: tuple[Record, ...]
+
+
+def arrival_delay(collector: CollectorNode, subject: bytes) -> float:
+    """When ``subject`` starts in a simulated round (`CollectorStrategy.arrival_delay`; 0 for an honest one)."""
+    return collector.arrival_delay(subject) if isinstance(collector, CollectorStrategy) else 0.0
 
 
 class CollectorStrategy(CollectorNode):

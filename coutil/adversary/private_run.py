@@ -48,7 +48,7 @@ her record was attributed unseen; now liveness only. With identities of its own 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from coutil.adversary.collector import FabricateMembers, Opening
@@ -125,6 +125,23 @@ class SplitAssign(FabricateMembers):
             group.indices = tuple(self._index_of(m) for m in group.members)
         return super()._start_run(group, excluded, now)
 
+    def _new_puppets(self, qis: Sequence[tuple[float, ...]], now: float) -> list[_Puppet]:
+        """Its puppets, one per QI vector: honest subject nodes with records it knows, told the announce (their
+        registrations go nowhere)."""
+        assert self._announce_out is not None
+        rng = SeededRandom(self._rng.bytes(32))
+        width = len(self.config.confidential)
+        puppets: list[_Puppet] = []
+        for i, qi in enumerate(qis):
+            record = tuple(float(-1000 - i) for _ in range(width))
+            puppet = _Puppet(collector_key=self.public_key, qi=qi, confidential=record, rng=rng.fork(str(i)),
+                             retry_interval=self.config.retry_interval)
+            puppet.start(now)
+            puppet.receive(topics.ANNOUNCE, self._announce_out.payload, now)
+            puppets.append(puppet)
+            self.own_records[puppet.public_key] = record
+        return puppets
+
     def _close_registration(self, now: float) -> list[Outgoing]:
         out = super()._close_registration(now)
         victim, label = self.victim_key, self._apart
@@ -132,20 +149,11 @@ class SplitAssign(FabricateMembers):
             return out
         mates = self._groups[label].members
         k = self._private_run_size()
-        # Her puppets: honest nodes with records it knows, told the announce and the roster.
-        rng = SeededRandom(self._rng.bytes(32))
-        width = len(self.config.confidential)
-        assert self._announce_out is not None and self._roster_out is not None
-        puppets: list[_Puppet] = []
-        for i in range(k - 1):
-            record = tuple(float(-1000 - i) for _ in range(width))
-            puppet = _Puppet(collector_key=self.public_key, qi=self._registrations[victim].qi, confidential=record,
-                             rng=rng.fork(str(i)), retry_interval=self.config.retry_interval)
-            puppet.start(now)
-            puppet.receive(topics.ANNOUNCE, self._announce_out.payload, now)  # its registration goes nowhere
+        # Her puppets, told the roster too.
+        assert self._roster_out is not None
+        puppets = self._new_puppets([self._registrations[victim].qi] * (k - 1), now)
+        for puppet in puppets:
             puppet.receive(topics.roster(self.round_id), self._roster_out.payload, now)
-            puppets.append(puppet)
-            self.own_records[puppet.public_key] = record
         apart = tuple(sorted([victim, *(p.public_key for p in puppets)]))
         for puppet in puppets:
             puppet.join(label, apart)
@@ -403,19 +411,9 @@ class SplitRosterEarly(SplitAssign):
         self._victim_digest = decoded.digest
         self._victim_ack = Outgoing(topics.inbox(self.round_id, victim),
                                     self._sign(RegisterAck(self.round_id, self.public_key, victim, decoded.digest)))
-        assert self._announce_out is not None
-        rng = SeededRandom(self._rng.bytes(32))
-        width = len(self.config.confidential)
-        puppets: list[_Puppet] = []
-        for i in range(self.config.k - 1):
-            record = tuple(float(-1000 - i) for _ in range(width))
-            qi = tuple(v + 0.5 * (i + 1) for v in message.qi)
-            puppet = _Puppet(collector_key=self.public_key, qi=qi, confidential=record, rng=rng.fork(str(i)),
-                             retry_interval=self.config.retry_interval)
-            puppet.start(now)
-            puppet.receive(topics.ANNOUNCE, self._announce_out.payload, now)
-            puppets.append(puppet)
-            self.own_records[puppet.public_key] = record
+        # QIs near hers, not equal: nothing in a release for her would look odd.
+        puppets = self._new_puppets([tuple(v + 0.5 * (i + 1) for v in message.qi) for i in range(self.config.k - 1)],
+                                    now)
         commitments = {victim: merkle.qi_commitment(message.salt, message.qi)}
         commitments.update({p.public_key: bytes(32) for p in puppets})
         order = sorted(commitments)

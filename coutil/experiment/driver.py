@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coutil.adversary.collector import CollectorStrategy
+from coutil.adversary.collector import arrival_delay
 from coutil.adversary.outcome import add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.net.memory import MemoryBus, NetworkModel
@@ -132,10 +132,8 @@ def run_collaborative(submitted: Dataset, config: RoundConfig, *, seed: int, van
     bus.add_node(COLLECTOR_ID, collector)
     timed = [TimedNode(s) for s in built.subjects]
     sids = built.node_ids
-    # A strategy that needs its victim alone for a while has the others answer the announce later.
-    later = collector.arrival_delay if isinstance(collector, CollectorStrategy) else None
     for node_id, node, subject in zip(sids, timed, built.subjects, strict=True):
-        bus.add_node(node_id, node, start_at=later(subject.public_key) if later is not None else 0.0)
+        bus.add_node(node_id, node, start_at=arrival_delay(collector, subject.public_key))
     row_of_id = {sid: i for i, sid in enumerate(sids)}
     tracker = RoundTracker(submitted.n, COLLECTOR_ID, keep_events=adversary is not None)
 

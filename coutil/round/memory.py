@@ -17,7 +17,7 @@ from typing import TypedDict, Unpack
 
 from coutil.adversary import broker_strategy
 from coutil.adversary.broker import BrokerStrategy, EarlierRound
-from coutil.adversary.collector import CollectorStrategy
+from coutil.adversary.collector import arrival_delay
 from coutil.adversary.outcome import add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import InputError
@@ -139,10 +139,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
     # With outputs, the driver records the signed transcript (transcript.json) from the collector's outputs.
     recorder = TranscriptRecorder(collector) if out_dir is not None else None
     bus.add_node(COLLECTOR_ID, recorder if recorder is not None else collector, start_at=start)
-    # A strategy that needs its victim alone for a while has the others answer the announce later.
-    later = collector.arrival_delay if isinstance(collector, CollectorStrategy) else None
     for node_id, subject in zip(sids, built.subjects, strict=True):
-        bus.add_node(node_id, subject, start_at=start + (later(subject.public_key) if later is not None else 0.0))
+        bus.add_node(node_id, subject, start_at=start + arrival_delay(collector, subject.public_key))
     vanishing = vanishing_subjects(data.n, faults.vanish_fraction, seed)
     vanish_ids = {sids[i] for i in vanishing}
     setup = time.perf_counter() - t0
