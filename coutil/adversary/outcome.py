@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from coutil.adversary.broker import BrokerStrategy, peek
 from coutil.adversary.plan import AdversaryPlan
 from coutil.protocol import crypto, topics
 from coutil.protocol.collector import CollectorNode
+from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
 from coutil.protocol.events import (
     Event,
     GroupMerged,
@@ -153,6 +154,31 @@ def add_verdict_evidence(section: dict[str, object], collector: CollectorNode,
             entry["detected_by"] = ["auditor", *entry["detected_by"]]
             entry["detectors"] += 1
         entry["detected"] = entry["public"] = True
+
+
+def proven_by(collector: CollectorNode, held: Iterable[tuple[str, tuple[bytes, bytes, bytes] | None]],
+              deviant_sids: Collection[str]) -> list[str]:
+    """The honest subjects (sid, `SubjectNode.equivocation_evidence`) whose proof convicts this collector in this
+    round (`coutil.protocol.equivocation.check_equivocation`)."""
+    return [sid for sid, proof in held if proof is not None and sid not in deviant_sids
+            and not check_equivocation(EquivocationEvidence(*proof), collector.round_id, collector.public_key).problem]
+
+
+def add_equivocation_proofs(section: dict[str, object], collector: CollectorNode,
+                            held: Sequence[tuple[str, tuple[bytes, bytes, bytes]]],
+                            deviant_sids: Collection[str]) -> None:
+    """The proofs of equivocation the subjects of worker processes hold (`WorkerPool.equivocations`; the
+    collector's entry counts those of subjects in this process itself): public, detected by their holders."""
+    entries = section.get("deviants")
+    holders = proven_by(collector, held, deviant_sids)
+    if not holders or not isinstance(entries, list):
+        return
+    for entry in entries:
+        if entry.get("role") == "collector" and not entry.get("equivocation_proofs"):
+            entry["equivocation_proofs"] = len(holders)
+            entry["detected"] = entry["public"] = True
+            entry["detectors"] += len(set(holders) - set(entry["detected_by"]))
+            entry["detected_by"] = _capped(sorted({*entry["detected_by"], *holders}))
 
 
 def _released_groups(collector: CollectorNode) -> dict[int, tuple[np.ndarray, list[tuple[float, ...]]]]:
@@ -288,7 +314,10 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
         elif isinstance(event, SplitViewSeen) and event.member not in row_of:
             by.add(reporter)
     rejections: Counter[str] = Counter()
+    proofs: list[str] = []  # honest subjects holding a valid proof that it signed two roster roots
     if subjects is not None:
+        proofs = proven_by(collector, [(s.sid, s.equivocation_evidence()) for s in subjects], deviant_sids)
+        by.update(proofs)
         for subject in subjects:
             if subject.sid in deviant_sids:
                 continue
@@ -322,8 +351,10 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
         "complaints": dict(complaints),
         "collector_messages_rejected": dict(rejections),
         "auditor": dict(auditor),
-        # A signed complaint any auditor can verify (a verdict), or evidence only the auditor sees.
-        "public": bool(complaints) or bool(auditor),
+        "equivocation_proofs": len(proofs),
+        # A signed complaint any auditor can verify (a verdict), evidence only the auditor sees, or a proof of
+        # equivocation a subject holds (which needs nothing the collector publishes).
+        "public": bool(complaints) or bool(auditor) or bool(proofs),
         "excluded": False,
         "openings": len(getattr(collector, "openings", ())),
         "attributions": len(honest_attributed),

@@ -33,7 +33,12 @@ her record was attributed unseen; now liveness only. With identities of its own 
   her gate holds (she took her root from the bulletin), her record is attributed, and the others play an honest
   round that never saw her roster. Not prevented: the Sybil limit (puppets on the roster she is shown) in time
   (SPEC §3). Her complaint (`roster_mismatch`, the release names another roster) is refused
-  (`not_registered`): only her device holds it.
+  (`not_registered`), but it is public: the real roster and release reach her later, two roster roots the
+  collector signed for her round, which she keeps as a proof of equivocation (`coutil.round.evidence`). With
+  ``release_first = true`` (found by a reviewer of that proof) the collector also finishes her round of her
+  own before the others come: a release of her group alone on her inbox (her roster's root), her verdict
+  acknowledged, so that she is done and stops listening before any other root is published: no proof,
+  nothing public, her record attributed.
 
 - ``split-announce`` (a collector that runs the broker, with the broker strategy of that name): the
   victim alone is shown an announce of the same round with another k (``k``, default 1), the others the
@@ -51,12 +56,25 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from coutil.adversary.collector import FabricateMembers, Opening
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector_groups import GroupMessage, GroupState
+from coutil.protocol.collector_release import release_rows
 from coutil.protocol.events import RoundAborted
-from coutil.protocol.messages import Announce, Assign, Fetch, Register, RegisterAck, Roster, Verdict
+from coutil.protocol.messages import (
+    Announce,
+    Assign,
+    Fetch,
+    Register,
+    RegisterAck,
+    Release,
+    Roster,
+    Verdict,
+    VerdictAck,
+)
 from coutil.protocol.node import SERIAL_POOL, Outgoing, SeededRandom
 from coutil.protocol.states import CollectorState, SubjectState
 from coutil.protocol.subject import SubjectNode
@@ -384,7 +402,7 @@ class SplitRosterEarly(SplitAssign):
     else subscribes to it, then cleared, and run alone with puppets (module docstring, ``split-roster-early``)."""
 
     NAME = "split-roster-early"
-    PARAMS: ClassVar[dict[str, object]] = {**SplitAssign.PARAMS, "others_after": 2.0}
+    PARAMS: ClassVar[dict[str, object]] = {**SplitAssign.PARAMS, "others_after": 2.0, "release_first": False}
     #: Her group of her own: a label no real group reaches.
     LABEL = 500
 
@@ -394,6 +412,11 @@ class SplitRosterEarly(SplitAssign):
         self._own_roster = b""
         self._victim_ack: Outgoing | None = None
         self._victim_digest = b""
+        self._own_centroid: tuple[float, ...] = ()
+        self._her_release: Outgoing | None = None
+        #: Her verdict on the release of her own (``release_first``), acknowledged and kept out of the record.
+        self.victim_verdict: Verdict | None = None
+        self._hold_until = 0.0
 
     def arrival_delay(self, subject: bytes) -> float:
         later = self.params.get("others_after", 0.0)
@@ -409,11 +432,13 @@ class SplitRosterEarly(SplitAssign):
                 raise RemoteProtocolError("conflicting_registration", "a second registration of hers")
             return [self._victim_ack]
         self._victim_digest = decoded.digest
+        self._hold_until = now + 3 * self.config.step_timeout
         self._victim_ack = Outgoing(topics.inbox(self.round_id, victim),
                                     self._sign(RegisterAck(self.round_id, self.public_key, victim, decoded.digest)))
         # QIs near hers, not equal: nothing in a release for her would look odd.
-        puppets = self._new_puppets([tuple(v + 0.5 * (i + 1) for v in message.qi) for i in range(self.config.k - 1)],
-                                    now)
+        puppet_qis = [tuple(v + 0.5 * (i + 1) for v in message.qi) for i in range(self.config.k - 1)]
+        self._own_centroid = tuple(float(v) for v in np.mean([message.qi, *puppet_qis], axis=0))
+        puppets = self._new_puppets(puppet_qis, now)
         commitments = {victim: merkle.qi_commitment(message.salt, message.qi)}
         commitments.update({p.public_key: bytes(32) for p in puppets})
         order = sorted(commitments)
@@ -439,6 +464,44 @@ class SplitRosterEarly(SplitAssign):
         self._resend.arm("private_start", starts, now)
         self.deviated = True
         return [self._victim_ack, *self._bulletin_for_her(), assign, *starts]
+
+    def _close_registration(self, now: float) -> list[Outgoing]:
+        if self.params.get("release_first") is True and self.private is not None and self.victim_verdict is None \
+                and now < self._hold_until:
+            # The real roster waits until she is done (not listening any more): at most three step timeouts.
+            self._deadline = now + self.config.retry_interval
+            return []
+        return super()._close_registration(now)
+
+    def _on_private(self, topic: str, payload: bytes, now: float) -> list[Outgoing] | None:
+        if self._her_release is not None and self.victim_key is not None \
+                and topic == topics.subject_up(self.round_id, self.victim_key):
+            try:
+                decoded = self._decode_cache.decode(payload, self._limits)
+            except RemoteProtocolError:
+                return None
+            if isinstance(decoded.message, Verdict):
+                # Her verdict on her own release, whatever the state of the real round: acknowledged, so she is
+                # done, and kept out of the round's record.
+                self.victim_verdict = decoded.message
+                ack = VerdictAck(self.round_id, self.public_key, self.victim_key, decoded.digest)
+                return [Outgoing(topics.inbox(self.round_id, self.victim_key), self._sign(ack))]
+        out = super()._on_private(topic, payload, now)
+        records = self._private_records
+        if out is None or records is None or self._her_release is not None or self._own_tree is None \
+                or self.params.get("release_first") is not True:
+            return out
+        # ``release_first``: her round of her own is finished before the others come, so that she stops listening
+        # (her verdict acknowledged: done) before any other roster root is published. Her release holds her group
+        # alone, its centroid the mean of her QIs and her puppets', its roster hers.
+        released = release_rows({self.LABEL: records}, lambda _: np.array(self._own_centroid), self.config.k,
+                                len(self.config.columns))
+        rows = released.matrix.astype("<f8").tobytes()
+        release = Release(self.round_id, self.public_key, self.config.columns, released.group_ids, released.sizes,
+                          rows, merkle.rows_root(rows, len(self.config.columns)), self._own_tree.root)
+        assert self.victim_key is not None
+        self._her_release = Outgoing(topics.inbox(self.round_id, self.victim_key), self._sign(release))
+        return [*out, self._her_release]
 
     def _bulletin_for_her(self) -> list[Outgoing]:
         """Her roster on the retained roster topic, cleared at once: only who subscribes now ever sees it."""

@@ -287,3 +287,16 @@ def columns_to_dataset(
         )
         hint = f"{choose}, or declare an ordinal column with --ordinal '{exc.column}=low<medium<high'"
         raise DataFileError(exc.path, f"{exc.problem} ({hint})", line=exc.line, column=exc.column) from None
+
+
+def parse_collector_key(text: str | None) -> bytes | None:
+    """``--collector-key HEX`` (None when not given); `InputError` unless 64 hex digits."""
+    if text is None:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise InputError(f"bad --collector-key {text!r}: expected 64 hex digits") from None
+    if len(key) != 32:
+        raise InputError(f"bad --collector-key: expected 32 bytes (64 hex digits), got {len(key)}")
+    return key

@@ -17,7 +17,7 @@ import numpy as np
 import typer
 from rich.text import Text
 
-from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console
+from coutil.cli.common import OneLineErrorsCommand, OneLineErrorsGroup, emit_json, err_console, parse_collector_key
 from coutil.errors import ComplaintError, InputError, RoundIncompleteError
 from coutil.fileio import same_path
 
@@ -44,18 +44,6 @@ def _shown(text: object) -> Text:
     closing tag rich refuses) and no control character (an escape sequence would drive the terminal)."""
     raw = str(text)
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in raw))
-
-
-def _parse_key(text: str | None) -> bytes | None:
-    if text is None:
-        return None
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise InputError(f"bad --collector-key {text!r}: expected 64 hex digits") from None
-    if len(key) != 32:
-        raise InputError(f"bad --collector-key: expected 32 bytes (64 hex digits), got {len(key)}")
-    return key
 
 
 @collector_app.command("serve", cls=OneLineErrorsCommand)
@@ -295,6 +283,10 @@ def join_command(
                                        "announced with a smaller k.")] = 2,
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
+    evidence: Annotated[Path | None, typer.Option(
+        "--evidence", help="Write her evidence here when the round is over (JSON, for `coutil verify --evidence`): "
+        "her verdict with the collector's signed verdict_ack, and her proof if the collector signed two roster "
+        "roots to her.", show_default=False)] = None,
 ) -> None:
     """Take one subject through the current round and print her audit verdict.
 
@@ -302,13 +294,15 @@ def join_command(
     ended the round); exit 4 without a verdict (excluded, the round aborted, the collector stopped
     answering), 5 when she rejects the release.
     """
+    from coutil.protocol.equivocation import EquivocationEvidence
     from coutil.protocol.states import SubjectState
+    from coutil.round.evidence import VerdictEvidence, write_evidence
     from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
     from coutil.sdc.dataset import load_csv
 
     address = _address(broker, ca_file)
     announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 60.0),
-                                           expected_key=_parse_key(collector_key)))
+                                           expected_key=parse_collector_key(collector_key)))
     dataset = load_csv(data, list(announced.qi_names + announced.confidential_names))
     if not 1 <= row <= dataset.n:
         raise InputError(f"bad --row {row}: {data} has {dataset.n} data rows")
@@ -321,6 +315,16 @@ def join_command(
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
     watch = RoundWatch(announced)
     asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
+    proof = node.equivocation_evidence()
+    if evidence is not None:
+        pair = node.verdict_evidence()
+        write_evidence(evidence, [*([VerdictEvidence(*pair)] if pair is not None else []),
+                                  *([EquivocationEvidence(*proof)] if proof is not None else [])])
+    if proof is not None:
+        err_console.print(f"[red]the collector signed two roster roots for this round[/]: proof kept"
+                          f"{f' in {evidence}' if evidence is not None else ' (give --evidence FILE to keep it)'}; "
+                          "any auditor checks it: coutil verify --evidence FILE --collector-key "
+                          f"{announced.collector_key.hex()}")
     audit = node.audit
     # A complaint without an audit: she took no part (a roster of her own, SPEC §4 group) and said so.
     complaint = node.verdict if audit is None and node.verdict is not None and not node.verdict.accept else None
@@ -338,6 +342,7 @@ def join_command(
         "collector_key": announced.collector_key.hex(),
         "state": node.state,
         "ended_by": watch.ended_by,
+        "equivocation_proof": proof is not None,
         "problem": problem,
         "verdict": ({"accept": False, "reason": complaint.reason, "included": False} if complaint is not None
                     else None) if audit is None else {

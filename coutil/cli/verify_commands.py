@@ -1,7 +1,9 @@
 """`coutil verify PATH`: the auditor. Thin: parse, call `coutil.round.verify`, print.
 
 Exit 0 when every check passes, 3 (`CheckFailedError`) naming the first problem when one fails, 2 for
-a PATH that is neither a run directory with a transcript.json nor a transcript.
+a PATH that is neither a run directory with a transcript.json nor a transcript, or for neither a PATH nor
+``--evidence``. With ``--evidence`` and no PATH (a withheld round: nothing published), only what the
+evidence proves on its own is checked (a proof of equivocation: exit 3).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console
+from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, parse_collector_key
 from coutil.errors import CheckFailedError
 
 _MARK = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
@@ -23,23 +25,30 @@ def register(app: typer.Typer) -> None:
 
     @app.command("verify", cls=OneLineErrorsCommand)
     def verify_command(
-        path: Annotated[Path, typer.Argument(help="A run directory (--out of coutil run or simulate: its "
-                                             "transcript.json, release.csv, manifest.json) or a transcript "
-                                             "(coutil collector export --transcript).", show_default=False)],
+        path: Annotated[Path | None, typer.Argument(
+            help="A run directory (--out of coutil run or simulate: its transcript.json, release.csv, manifest.json) "
+            "or a transcript (coutil collector export --transcript). Without it, --evidence alone: what the "
+            "subjects' evidence proves on its own (a withheld round).", show_default=False)] = None,
         catches: Annotated[bool, typer.Option("--catches", help="Print which collector deviation each check catches "
                                               "(shown for failed checks anyway).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print every check as one JSON object.")] = False,
         evidence: Annotated[list[Path] | None, typer.Option(
-            "--evidence", help="A subject's evidence (JSON: her verdict and the collector's verdict_ack, hex "
+            "--evidence", help="A subject's evidence (JSON: her verdict and the collector's verdict_ack, or a proof "
+            "of equivocation: the announce and two collector messages stating different roster roots, hex "
             "envelopes; a list of them, as a run directory's evidence.json): each acknowledged verdict must be in "
-            "the transcript. Repeatable.", show_default=False)] = None,
+            "the transcript, and no proof of equivocation may hold. Repeatable.", show_default=False)] = None,
+        collector_key: Annotated[str | None, typer.Option(
+            "--collector-key", help="The collector's published key (hex). Needed with --evidence and no PATH (a "
+            "proof convicts the key that signed it); with a PATH, the transcript must be signed by it.",
+            show_default=False)] = None,
     ) -> None:
         """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
-        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, and every
-        verdict a subject shows the collector acknowledged present in the transcript."""
+        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, no subject
+        holding two roster roots the collector signed, and every verdict a subject shows the collector
+        acknowledged present in the transcript."""
         from coutil.round.verify import verify_path
 
-        result = verify_path(path, evidence or ())
+        result = verify_path(path, evidence or (), parse_collector_key(collector_key))
         if as_json:
             emit_json(result.as_dict())
         else:
@@ -50,4 +59,4 @@ def register(app: typer.Typer) -> None:
                     err_console.print(f"     catches: {escape(check.catches)}", style="dim")
             err_console.print(f"round {result.round_id}: {escape(result.summary)}")
         if not result.ok:
-            raise CheckFailedError(f"{path}: {result.first_problem}")
+            raise CheckFailedError(f"{path or result.source}: {result.first_problem}")

@@ -16,6 +16,7 @@ from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.config import MAX_RANDOM_RECORDS
 from coutil.protocol.dispatch import Handler, on, table
+from coutil.protocol.equivocation import stated_roster_root
 from coutil.protocol.events import (
     SubjectEvent,
     SubjectGrouped,
@@ -150,6 +151,13 @@ class SubjectNode(SubjectCore):
             return None
         return self._verdict_envelope, self._verdict_ack_envelope
 
+    def equivocation_evidence(self) -> tuple[bytes, bytes, bytes] | None:
+        """Once her round's collector signed two different roster roots to her (two rosters, or a roster and
+        an assign or a release stating another root): the announce she took part on and both messages (exact
+        envelopes), a proof that the collector equivocated which any auditor checks without trusting her
+        (`coutil.protocol.equivocation`, `coutil verify --evidence`). None otherwise."""
+        return self._equivocation
+
     @property
     def resends(self) -> dict[str, int]:
         """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
@@ -178,6 +186,11 @@ class SubjectNode(SubjectCore):
                 # SPEC §7.2 step 7, before any check of sender, topic or state: a replay of another
                 # round (its announce, roster, member messages, release) is ignored as such.
                 raise RemoteProtocolError("wrong_round", "message of another round", ignore=True)
+            root = stated_roster_root(message)
+            if root is not None and self._round_id is not None and sender == self._collector_key:
+                # Of her round (checked above), in any state, taken or not. Before she joins a round a roster of
+                # another round would pass the check above: it must not take the slot of her round's first root.
+                self._note_root(root, payload)
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -195,6 +208,16 @@ class SubjectNode(SubjectCore):
             return []
 
     # ------------------------------------------------------------------ helpers
+    def _note_root(self, root: bytes, envelope: bytes) -> None:
+        """A roster root her round's collector signed (in a roster, an assign, a release: `stated_roster_root`).
+        The first is kept with its envelope; one with another root is, with it and the announce she took part on,
+        her proof that the collector equivocated (an honest collector has one roster per round, SPEC §4 group):
+        `equivocation_evidence`."""
+        if self._first_root is None:
+            self._root_envelope, self._first_root = envelope, root
+        elif self._equivocation is None and root != self._first_root:
+            self._equivocation = (self._announce_envelope, self._root_envelope, envelope)
+
     def _of_another_round(self, message: Message) -> bool:
         """The message names another round than the one she joined (none yet: any round may be hers)."""
         return self._round_id is not None and message.round_id != self._round_id
@@ -231,6 +254,7 @@ class SubjectNode(SubjectCore):
         self._round_id = message.round_id
         self._params = params
         self._announce_digest = digest
+        self._announce_envelope = self._receiving
         self._resend.limit_interval(params.step_timeout / 4)
         register = Register(message.round_id, self.public_key, self._qi, self._roster_salt(message.round_id))
         data = self._caches.encode(register, self._identity)

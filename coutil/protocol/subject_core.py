@@ -164,6 +164,13 @@ class SubjectCore:
         self._min_k = min_k
         self._register_digest: bytes | None = None
         self._roster_root: bytes | None = None
+        #: The exact envelopes of the announce she took part on and of the first collector message of her round
+        #: stating a roster root (with that root): with a second one stating another root they prove that the
+        #: collector key equivocated (`equivocation_evidence`, SPEC §3 "split roster").
+        self._announce_envelope = b""
+        self._root_envelope = b""
+        self._first_root: bytes | None = None
+        self._equivocation: tuple[bytes, bytes, bytes] | None = None
         #: The root of the roster broadcast on its retained bulletin topic (an answer on her inbox is only a
         #: hint): her reveal waits until it is the root she took part on (SPEC §7.3 roster, "split roster").
         self._bulletin_root: bytes | None = None

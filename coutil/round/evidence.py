@@ -9,10 +9,19 @@ is in the published transcript and, if it is not, hands the pair to any auditor 
 --evidence FILE``), who checks both signatures and the binding without trusting her: the collector
 signed that it recorded exactly this verdict.
 
-File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}`` objects (or
-one such object). A run directory holds ``evidence.json``: the pairs of the simulated subjects whose
-verdict the transcript lacks, as they would bring them (every driver writes it: the in-memory bus,
-and MQTT, where worker processes report their subjects' pairs).
+A subject also keeps a proof that the collector equivocated, if it ever signs two different roster roots
+to her (two rosters, or a roster and an assign or a release stating another root:
+`coutil.protocol.equivocation`): the announce she took part on, which names the collector's
+key and the round, and the two messages. An honest collector has one roster per round, so the three
+envelopes prove that the key which signed them equivocated, whoever brings them, even when the collector
+withholds the round and publishes no transcript (`SubjectNode.equivocation_evidence`); the auditor
+compares that key with the collector's published identity (``coutil verify --collector-key``).
+
+File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}`` and
+``{"equivocation": [hex announce, hex first, hex second]}`` objects (or one such object). A run
+directory holds ``evidence.json``: the pairs of the simulated subjects whose verdict the transcript
+lacks and every proof of equivocation they hold, as they would bring them (every driver writes it: the
+in-memory bus, and MQTT, where worker processes report their subjects' evidence).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from pathlib import Path
 from coutil.errors import InputError, RemoteProtocolError
 from coutil.fileio import write_text_atomic
 from coutil.protocol import codec, topics
+from coutil.protocol.equivocation import EquivocationEvidence
 from coutil.protocol.messages import Verdict, VerdictAck
 
 #: The file name of the subjects' evidence in a run directory.
@@ -40,6 +50,10 @@ class VerdictEvidence:
 
     def as_dict(self) -> dict[str, str]:
         return {"verdict": self.verdict.hex(), "verdict_ack": self.verdict_ack.hex()}
+
+
+#: One piece of a subject's evidence.
+Evidence = VerdictEvidence | EquivocationEvidence
 
 
 @dataclass(frozen=True)
@@ -69,12 +83,12 @@ def check_evidence(item: VerdictEvidence, round_id: bytes, collector_key: bytes)
     return CheckedEvidence(verdict)
 
 
-def write_evidence(path: Path, items: Iterable[VerdictEvidence]) -> None:
+def write_evidence(path: Path, items: Iterable[Evidence]) -> None:
     write_text_atomic(path, json.dumps([item.as_dict() for item in items], indent=2) + "\n")
 
 
-def read_evidence(path: Path) -> list[VerdictEvidence]:
-    """The pairs in ``path`` (`InputError`, one line, when it is not such a file)."""
+def read_evidence(path: Path) -> list[Evidence]:
+    """The evidence in ``path`` (`InputError`, one line, when it is not such a file)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -84,12 +98,20 @@ def read_evidence(path: Path) -> list[VerdictEvidence]:
     except RecursionError:
         raise InputError(f"{path}: not an evidence file (JSON nested too deep)") from None
     entries = doc if isinstance(doc, list) else [doc]
-    items: list[VerdictEvidence] = []
+    items: list[Evidence] = []
     for number, entry in enumerate(entries, 1):
         try:
-            items.append(VerdictEvidence(bytes.fromhex(entry["verdict"]), bytes.fromhex(entry["verdict_ack"])))
+            if isinstance(entry, dict) and "equivocation" in entry:
+                envelopes = entry["equivocation"]
+                if not isinstance(envelopes, list) or len(envelopes) != 3:
+                    raise ValueError("not three envelopes")
+                announce, first, second = (bytes.fromhex(e) for e in envelopes)
+                items.append(EquivocationEvidence(announce, first, second))
+            else:
+                items.append(VerdictEvidence(bytes.fromhex(entry["verdict"]), bytes.fromhex(entry["verdict_ack"])))
         except (TypeError, KeyError, ValueError):
-            raise InputError(f"{path}: entry {number} is not {{\"verdict\": hex, \"verdict_ack\": hex}}") from None
+            raise InputError(f"{path}: entry {number} is neither {{\"verdict\": hex, \"verdict_ack\": hex}} nor "
+                             "{\"equivocation\": [hex, hex, hex]}") from None
     return items
 
 

@@ -202,7 +202,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         transcript = recorder.transcript(include_registrations=options.get("transcript_registrations", False)) \
             if recorder is not None else None
         write_outputs(report, tracker.events, Path(out_dir), transcript,
-                      evidence=[subject.verdict_evidence() for subject in built.subjects])
+                      evidence=[subject.verdict_evidence() for subject in built.subjects],
+                      equivocations=[e for s in built.subjects if (e := s.equivocation_evidence()) is not None])
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from coutil.adversary.outcome import add_verdict_evidence, adversary_section
+from coutil.adversary.outcome import add_equivocation_proofs, add_verdict_evidence, adversary_section
 from coutil.adversary.plan import AdversaryPlan
 from coutil.errors import InputError
 from coutil.net.broker_drops import BrokerDropCounter
@@ -217,6 +217,8 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     )
     # Each subject's acknowledged verdict, by row: from this process, or as the workers reported them.
     evidence = pool.evidence() if pool is not None else [(s.sid, s.verdict_evidence()) for s in subjects]
+    equivocations = pool.equivocations() if pool is not None else \
+        [(s.sid, e) for s in subjects if (e := s.equivocation_evidence()) is not None]
     if adversary is not None:
         deviants = {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
         report.adversary = adversary_section(
@@ -224,10 +226,14 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             qi=data.select(list(config.qi)).values, confidential=data.select(list(config.confidential)).values,
             subjects=subjects if len(subjects) == data.n else None)
         add_verdict_evidence(report.adversary, collector, evidence, deviants)
+        if pool is not None:
+            add_equivocation_proofs(report.adversary, collector, equivocations,
+                                    {node_ids[row].split("-")[0] for row in deviants if row < len(node_ids)})
     if out_dir is not None:
         transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
             if recorder is not None else None
-        write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=[pair for _, pair in evidence])
+        write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=[pair for _, pair in evidence],
+                      equivocations=[proof for _, proof in equivocations])
     return report, stats
 
 

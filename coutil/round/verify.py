@@ -37,9 +37,10 @@ import numpy as np
 from coutil.audit.subject import release_digest
 from coutil.errors import InputError
 from coutil.protocol import merkle
+from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
 from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
-from coutil.round.evidence import EVIDENCE_NAME, VerdictEvidence, check_evidence, read_evidence
+from coutil.round.evidence import EVIDENCE_NAME, Evidence, VerdictEvidence, check_evidence, read_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
 from coutil.round.verify_exclusions import check_exclusion_evidence
 from coutil.round.verify_grouping import check_grouping
@@ -88,6 +89,8 @@ class VerifyResult:
     round_id: str
     checks: list[Check]
     complaints_by_reason: dict[str, int]
+    #: The collector key the round was checked against (hex): the transcript's, or the one the auditor gave.
+    collector_key: str = ""
 
     @property
     def ok(self) -> bool:
@@ -118,7 +121,8 @@ class VerifyResult:
         return None
 
     def as_dict(self) -> dict[str, object]:
-        return {"source": self.source, "round": self.round_id, "ok": self.ok, "first_problem": self.first_problem,
+        return {"source": self.source, "round": self.round_id, "collector_key": self.collector_key, "ok": self.ok,
+                "first_problem": self.first_problem,
                 "summary": self.summary, "skipped": self.skipped, "checks": [c.as_dict() for c in self.checks],
                 "complaints_by_reason": self.complaints_by_reason}
 
@@ -151,6 +155,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
                    "not_k_anonymous, ...)"),
+    ("equivocation", "split-roster, split-roster-early, split-view-roster (two different roster roots the collector "
+                     "signed for the round, in rosters, assigns or a release, shown to one subject): from the "
+                     "subjects' evidence, which proves it without the transcript (a withheld round too)"),
     ("acknowledged_verdicts", "hide_complaints (a verdict the collector acknowledged, a complaint or one bound to "
                               "another release, left out of the transcript): from the subjects' evidence "
                               "(evidence.json in a run directory, --evidence)"),
@@ -460,7 +467,31 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     return dict(sorted(reasons.items()))
 
 
-def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Sequence[VerdictEvidence] | None) -> None:
+def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round_id: bytes | None,
+                        collector_key: bytes | None) -> set[bytes]:
+    """No subject shows two different roster roots the collector signed for the round (her evidence).
+    Returns the rounds proven to be equivocated."""
+    if evidence is None:
+        check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): a "
+                   "subject shown two roster roots keeps both signed messages")
+        return set()
+    proven: set[bytes] = set()
+    proofs = [item for item in evidence if isinstance(item, EquivocationEvidence)]
+    for item in proofs:
+        checked = check_equivocation(item, round_id, collector_key)
+        if checked.problem:
+            check.notes.append(f"evidence not taken: {checked.problem}")
+            continue
+        proven.add(checked.round_id)
+        check.fail(f"the collector key {checked.collector_key.hex()} signed two roster roots for round "
+                   f"{checked.round_id.hex()}: {checked.statement} (a subject's evidence)")
+    if check.status == "pass":
+        check.notes.append(f"{len(proofs)} proof(s) of equivocation shown by subjects, none valid"
+                           if proofs else "no subject shows two roster roots")
+    return proven
+
+
+def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Sequence[Evidence] | None) -> None:
     """Every verdict a subject shows the collector acknowledged (her evidence) is in the transcript."""
     if evidence is None:
         check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): each "
@@ -469,6 +500,8 @@ def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Seque
     published = {v.sender: v for v in r.verdicts}
     valid = 0
     for item in evidence:
+        if not isinstance(item, VerdictEvidence):
+            continue
         checked = check_evidence(item, r.transcript.round_id, r.transcript.collector_key)
         verdict = checked.verdict
         if verdict is None:
@@ -486,7 +519,7 @@ def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Seque
 
 
 def verify_transcript(transcript: Transcript, *, directory: Path | None = None, source: str = "",
-                      evidence: Sequence[VerdictEvidence] | None = None) -> VerifyResult:
+                      evidence: Sequence[Evidence] | None = None) -> VerifyResult:
     """Run every check on ``transcript`` (``directory``: its run directory, for release.csv and manifest.json;
     ``evidence``: the subjects' acknowledged verdicts, `coutil.round.evidence`; None: none given)."""
     r = VerifiedRound(transcript)
@@ -506,17 +539,49 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
     for name, step in steps:
         step(r, checks[name])
     complaints = _check_complaints(r, checks["complaints"])
+    _check_equivocation(checks["equivocation"], evidence, transcript.round_id, transcript.collector_key)
     _check_acknowledged_verdicts(r, checks["acknowledged_verdicts"], evidence)
     return VerifyResult(source or transcript.round_id.hex(), transcript.round_id.hex(), list(checks.values()),
-                        complaints)
+                        complaints, transcript.collector_key.hex())
 
 
-def verify_path(path: Path, evidence_files: Sequence[Path] = ()) -> VerifyResult:
+def verify_evidence(evidence: Sequence[Evidence], collector_key: bytes, source: str) -> VerifyResult:
+    """What the subjects' evidence proves on its own against ``collector_key`` (the collector's published
+    identity: a proof convicts the key that signed it, and anyone can sign an announce), without a transcript
+    (a round withheld, or none published): the proofs of equivocation; every other check is skipped."""
+    checks = {name: Check(name, catches) for name, catches in CHECKS}
+    for name, check in checks.items():
+        if name != "equivocation":
+            check.skip("no transcript given: only what the subjects' evidence proves on its own is checked")
+    proven = _check_equivocation(checks["equivocation"], evidence, None, collector_key)
+    return VerifyResult(source, ", ".join(sorted(r.hex() for r in proven)), list(checks.values()), {},
+                        collector_key.hex())
+
+
+def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collector_key: bytes | None = None
+                ) -> VerifyResult:
     """Verify a run directory (its transcript.json, release.csv, manifest.json and, if there,
-    evidence.json) or a transcript file, with the subjects' evidence in ``evidence_files``."""
-    evidence: list[VerdictEvidence] | None = None
+    evidence.json) or a transcript file, with the subjects' evidence in ``evidence_files``; with no
+    ``path``, what that evidence proves on its own against ``collector_key`` (`verify_evidence`).
+    ``collector_key``: the collector's identity as the auditor knows it (a transcript signed under
+    another key is an `InputError`)."""
+    evidence: list[Evidence] | None = None
     for file in evidence_files:
         evidence = [*(evidence or []), *read_evidence(file)]
+    if path is None:
+        if evidence is None:
+            raise InputError("nothing to verify: give a run directory, a transcript, or --evidence FILE")
+        if collector_key is None:
+            raise InputError("--evidence without a transcript needs --collector-key HEX (the collector's published "
+                             "key): a proof convicts the key that signed it, and anyone can sign an announce")
+        return verify_evidence(evidence, collector_key, ", ".join(str(f) for f in evidence_files))
+    result = _verify_published(path, evidence)
+    if collector_key is not None and result.collector_key != collector_key.hex():
+        raise InputError(f"{path}: signed by collector key {result.collector_key}, not the --collector-key given")
+    return result
+
+
+def _verify_published(path: Path, evidence: list[Evidence] | None) -> VerifyResult:
     if path.is_dir():
         file = path / TRANSCRIPT_NAME
         if not file.exists():

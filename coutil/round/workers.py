@@ -95,6 +95,8 @@ class WorkerReport:
     #: acknowledged), in the order of ``node_ids``: the evidence she would bring to an auditor
     #: (`coutil.round.evidence`).
     evidence: list[tuple[bytes, bytes] | None] = field(default_factory=list)
+    #: The proofs of equivocation her subjects hold, with their sids (`SubjectNode.equivocation_evidence`).
+    equivocations: list[tuple[str, tuple[bytes, bytes, bytes]]] = field(default_factory=list)
 
 
 def connection_slices(qi: NDArray[np.float64], per_connection: int) -> list[list[int]]:
@@ -178,7 +180,9 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
     return WorkerReport(task.worker, node_ids, dict(stats.per_node), dict(stats.wire), rejections,
                         count_duplicates_by_kind(nodes), count_resends_by_kind(nodes),
                         stats.stopped_by, stats.unsent, stats.elapsed,
-                        evidence=[node.verdict_evidence() for node in nodes])
+                        evidence=[node.verdict_evidence() for node in nodes],
+                        equivocations=[(node.sid, e) for node in nodes
+                                       if (e := node.equivocation_evidence()) is not None])
 
 
 class WorkerPool:
@@ -288,6 +292,10 @@ class WorkerPool:
         placed = [(row, node_id) for worker, report in self.reports.items()
                   for row, node_id in zip(self._rows[worker], report.node_ids, strict=False)]
         return [node_id for _, node_id in sorted(placed)]
+
+    def equivocations(self) -> list[tuple[str, tuple[bytes, bytes, bytes]]]:
+        """Every proof of equivocation the workers' subjects hold (`WorkerReport.equivocations`)."""
+        return [e for report in self.reports.values() for e in report.equivocations]
 
     def evidence(self) -> list[tuple[str, tuple[bytes, bytes] | None]]:
         """Each subject's id and verdict evidence (`WorkerReport.evidence`), by row of the data set (a row

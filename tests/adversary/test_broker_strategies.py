@@ -398,3 +398,18 @@ def test_a_replayed_pre_merge_assign_of_a_group_that_lost_a_member_is_stale(mode
     baseline = play({"subjects": subjects}, seed=seed, n=31)
     assert p.excluded() == baseline.excluded()
     assert all(p.verdicts()[p.sid(r)]["accept"] is True for r in p.honest_rows if p.sid(r) not in p.excluded())
+
+
+#: Each broker strategy's table with the parameters it needs (its defaults otherwise).
+_NEEDS_A_VICTIM = {"drop-victim", "split-announce", "split-retained"}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_no_broker_strategy_gives_a_subject_a_proof_against_an_honest_collector(seed: int) -> None:
+    """A proof of equivocation (two roster roots its collector signed for her round, `coutil.round.evidence`)
+    needs the collector's signature twice: whatever a broker replays, drops, reorders or substitutes (another
+    round's roster: ``wrong_round``, before anything is kept), no subject of an honest collector holds one."""
+    for name in sorted(BROKER_STRATEGIES):
+        table: dict[str, object] = {"strategy": name, **({"victim": VICTIM} if name in _NEEDS_A_VICTIM else {})}
+        p = play({"broker": table}, seed=seed)
+        assert not any(s.equivocation_evidence() is not None for s in p.round.subjects), name

@@ -18,6 +18,7 @@ import pytest
 from coutil.adversary.collector import CollectorStrategy, RerunSubtract
 from coutil.protocol import topics
 from coutil.protocol.collector import CollectorNode
+from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
 from coutil.protocol.subject import STATE_EDGES, SubjectState
 from coutil.protocol.topics import sid_of
 from coutil.sdc.mdav import mdav
@@ -371,12 +372,18 @@ def test_a_victim_shown_a_roster_of_her_own_refuses_at_the_bulletin(withhold: bo
     roster that also holds the collector's puppets, and her fellows lead to its root. Before, her record was
     attributed (3 of 3 seeds), and withheld nobody noticed. Now her reveal waits for her roster broadcast on its
     retained bulletin topic (SPEC §7.3 roster): the real one reaches her there (retained, or broadcast again at
-    the others' fetch), she refuses and complains `roster_mismatch`; her run of her own never opens."""
+    the others' fetch), she refuses and complains `roster_mismatch`; her run of her own never opens. She holds
+    both signed rosters, a proof of equivocation: public withheld too."""
     p = play({"collector": {"strategy": "split-roster", "withhold": withhold, "retained": retained}}, seed=seed, n=31)
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
     assert victim is not None and entry["deviated"]
     assert entry["leak"] == [] and p.round.collector.attributions() == {}  # type: ignore[attr-defined]
+    (node,) = [s for s in p.round.subjects if s.public_key == victim]
+    proof = node.equivocation_evidence()
+    assert proof is not None and entry["public"] and entry["equivocation_proofs"] == 1
+    assert not check_equivocation(EquivocationEvidence(*proof), p.round.collector.round_id,
+                                  p.round.collector.public_key).problem
     if withhold:
         assert p.outcome.phase == "aborted" and p.verdicts() == {}
     else:
@@ -395,12 +402,21 @@ def test_a_victim_alone_on_the_bulletin_before_the_others_arrive_is_attributed_t
     its roster, shows her a roster of her own (her leaf and k - 1 puppets) on the retained roster topic, clears
     it, and runs her alone with its puppets before the others arrive. Her record is attributed, 3 of 3 seeds;
     the others play an honest round (released: n - 1 rows, all accepting) and her complaint is refused
-    (`not_registered`): nothing public. The Sybil limit in time (SPEC §3)."""
+    (`not_registered`). The Sybil limit in time (SPEC §3). But it is public, released or withheld: the real
+    roster (and the release) then reach her too, two roster roots the collector signed for one round, which
+    she keeps with the announce as a proof any auditor checks without her trust or the collector's transcript
+    (before: nothing public)."""
     p = play({"collector": {"strategy": "split-roster-early", "withhold": withhold, "others_after": 2.0}},
              seed=seed, n=31)
     entry = p.collector_entry
     victim = p.round.collector.victim_key  # type: ignore[attr-defined]
-    assert entry["leak"] == [sid_of(victim)] and not entry["public"] and p.excluded() == {}
+    assert entry["leak"] == [sid_of(victim)] and p.excluded() == {}
+    (node,) = [s for s in p.round.subjects if s.public_key == victim]
+    proof = node.equivocation_evidence()
+    assert proof is not None and entry["public"] and entry["equivocation_proofs"] == 1
+    checked = check_equivocation(EquivocationEvidence(*proof), p.round.collector.round_id,
+                                 p.round.collector.public_key)
+    assert not checked.problem and checked.collector_key == p.round.collector.public_key
     if withhold:
         assert p.outcome.phase == "aborted" and p.verdicts() == {}
     else:
@@ -408,11 +424,35 @@ def test_a_victim_alone_on_the_bulletin_before_the_others_arrive_is_attributed_t
         assert sid_of(victim) not in p.verdicts()
         assert sum(1 for v in p.verdicts().values() if v["accept"] is True) == p.data.n - 1
         # She did complain; the collector refused her verdict: she is on no roster it publishes.
-        (node,) = [s for s in p.round.subjects if s.public_key == victim]
         assert node.verdict is not None and node.verdict.reason == "roster_mismatch"
         her_up = topics.subject_up(p.round.collector.round_id, victim)
         assert any(r.reason == "not_registered" and r.kind == "verdict" and r.topic == her_up
                    for r in p.round.collector.rejections)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_a_victim_whose_round_of_her_own_is_finished_first_holds_no_proof_the_measured_limit(
+        withhold: bool, seed: int) -> None:
+    """``split-roster-early`` with ``release_first`` (found by a reviewer of the proof of equivocation): the
+    collector also sends her a release of her group alone (her roster's root), acknowledges her verdict, and holds
+    the real roster back until then: she is done and no longer listens when another root is published, so she
+    holds no proof; her record is attributed. What remains is her verdict and its signed acknowledgement, which
+    the collector's record lacks: an auditor holding her evidence and the round's transcript names it
+    (``acknowledged_verdict_missing``; for the withheld round, the transcript this simulation records of the
+    aborted round: a collector that publishes nothing leaves only a receipt, SPEC §3)."""
+    p = play({"collector": {"strategy": "split-roster-early", "others_after": 2.0, "release_first": True,
+                            "withhold": withhold}}, seed=seed, n=31)
+    entry = p.collector_entry
+    collector = p.round.collector
+    victim = collector.victim_key  # type: ignore[attr-defined]
+    (node,) = [s for s in p.round.subjects if s.public_key == victim]
+    assert entry["leak"] == [sid_of(victim)] and entry["equivocation_proofs"] == 0
+    assert not any(s.equivocation_evidence() is not None for s in p.round.subjects)
+    assert node.state == SubjectState.DONE and node.verdict is not None and node.verdict.accept
+    assert collector.victim_verdict == node.verdict  # type: ignore[attr-defined]
+    assert entry["auditor"] == {"acknowledged_verdict_missing": 1} and entry["detected_by"] == ["auditor"]
+    assert p.outcome.phase == ("aborted" if withhold else "done")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -423,7 +463,8 @@ def test_a_roster_of_her_own_broadcast_to_everyone_subscribed_is_attributed_and_
     then sees the real one (two signed rosters: `split_view`); the others' assigns do not fit the first, they
     are excluded `silent`. Her record is attributed (the Sybil limit: puppets on the roster everyone saw).
     Every other subject holds a `split_view` complaint; released, each sends it in a verdict although she never
-    had a group (a release before any assign), which the collector records only if it has not finished."""
+    had a group (a release before any assign), which the collector records only if it has not finished. Each
+    also holds both signed rosters, a proof of equivocation: public even when withheld (before: not)."""
     p = play({"collector": {"strategy": "split-roster-early", "others_after": 0.0, "withhold": withhold}},
              seed=seed, n=31)
     entry = p.collector_entry
@@ -432,8 +473,12 @@ def test_a_roster_of_her_own_broadcast_to_everyone_subscribed_is_attributed_and_
     others = [s for s in p.round.subjects if s.public_key != victim]
     assert all("split_view" in s.complaints for s in others)
     assert SubjectState.VERDICT_SENT in STATE_EDGES[SubjectState.REGISTERED]
+    assert entry["public"] and entry["equivocation_proofs"] >= len(others)
+    for subject in others:
+        proof = subject.equivocation_evidence()
+        assert proof is not None and not check_equivocation(EquivocationEvidence(*proof)).problem
     if withhold:
-        assert not entry["public"] and all(s.verdict is None for s in others)
+        assert all(s.verdict is None for s in others)
     else:
         assert all(s.verdict is not None and s.verdict.reason == "split_view" for s in others)
         assert all(s.state in (SubjectState.VERDICT_SENT, SubjectState.DONE) for s in others)

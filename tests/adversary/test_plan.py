@@ -154,3 +154,28 @@ def test_run_keeps_the_subjects_evidence_of_hidden_verdicts(workers: int, tmp_pa
     assert main(["verify", str(out), "--json"]) == 3
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert len(checks["acknowledged_verdicts"]["problems"]) == len(evidence)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_run_keeps_the_subjects_proofs_of_equivocation(workers: int, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`coutil run` against a collector showing one group another roster (``split-view-roster``): the subjects
+    shown two roster roots keep both signed messages; their proofs reach evidence.json and the report, from this
+    process or from worker processes, and `coutil verify` fails its ``equivocation`` check on them alone."""
+    path = tmp_path / "round.toml"
+    path.write_text(ROUND + '[adversary.collector]\nstrategy = "split-view-roster"\n')
+    out = tmp_path / "run"
+    code = main(["run", "--config", str(path), "--out", str(out), "--json", "--seed", "3",
+                 "--workers", str(workers)])
+    stdout, err = capsys.readouterr()
+    assert code in (4, 5), err  # the group shown the other roster is excluded, or complains
+    proofs = [e for e in json.loads((out / "evidence.json").read_text()) if "equivocation" in e]
+    assert proofs
+    (entry,) = [e for e in json.loads(stdout)["adversary"]["deviants"] if e["role"] == "collector"]
+    assert entry["equivocation_proofs"] >= 1 and entry["public"]
+    brought = tmp_path / "proofs.json"
+    brought.write_text(json.dumps(proofs))
+    key = json.loads((out / "transcript.json").read_text())["collector_key"]
+    assert main(["verify", "--evidence", str(brought), "--collector-key", key, "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["equivocation"]["status"] == "fail"

@@ -52,7 +52,8 @@ def test_compose_topology_as_processes_completes_a_round(tmp_path: Path) -> None
             procs[f"swarm{i}"] = _spawn(["subject", "swarm", "--broker", subject_url, *ca, "--count", str(count),
                                          "--timeout", "150", "--json"], tmp_path / f"swarm{i}.log")
         procs["join"] = _spawn(["subject", "join", "--broker", subject_url, *ca, "--data", str(me), "--row", "1",
-                                "--timeout", "150", "--json"], tmp_path / "join.log")
+                                "--timeout", "150", "--json", "--evidence", str(tmp_path / "her-evidence.json")],
+                               tmp_path / "join.log")
         outputs: dict[str, bytes] = {}
         for name, proc in procs.items():
             try:
@@ -82,6 +83,10 @@ def test_compose_topology_as_processes_completes_a_round(tmp_path: Path) -> None
     assert set(verdict["variances"]) == {"age", "height_cm", "weight_kg", "hours_worked", "income", "savings",
                                          "medical_spend"}
     assert joined["collector_key"] == next(entry for entry in log if entry["event"] == "round")["collector_key"]
+    # Her evidence: her verdict and its signed acknowledgement; no proof of equivocation from an honest collector.
+    assert joined["equivocation_proof"] is False
+    (kept,) = json.loads((tmp_path / "her-evidence.json").read_text())
+    assert set(kept) == {"verdict", "verdict_ack"}
 
     exported = tmp_path / "release.csv"
     result = subprocess.run([sys.executable, "-m", "coutil", "collector", "export", "--db", str(db), "-o",

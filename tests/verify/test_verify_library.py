@@ -76,13 +76,15 @@ def test_a_collector_hiding_the_verdicts_it_acknowledged_is_caught_by_the_subjec
     makes `coutil verify` fail naming every hidden verdict."""
     for seed in (3, 5):
         out = _round(tmp_path, strategy, seed, hide_complaints=True)
-        evidence = json.loads((out / "evidence.json").read_text())
+        evidence = [e for e in json.loads((out / "evidence.json").read_text()) if "verdict" in e]
         assert evidence, "nothing hidden"
         capsys.readouterr()
         assert main(["verify", str(out), "--json"]) == 3
         checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
         assert checks["acknowledged_verdicts"]["status"] == "fail"
         assert len(checks["acknowledged_verdicts"]["problems"]) == len(evidence)
+        # The subjects shown the other roster also hold both roots the collector signed (SPEC §4 group).
+        assert checks["equivocation"]["status"] == ("fail" if strategy == "split-view-roster" else "pass")
         assert all("hide_complaints" in problem for problem in checks["acknowledged_verdicts"]["problems"])
         brought = tmp_path / f"brought-{strategy}-{seed}.json"
         (out / "evidence.json").rename(brought)

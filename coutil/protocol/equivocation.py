@@ -1,0 +1,84 @@
+"""A subject's proof that her round's collector equivocated about its roster (SPEC §4 group, §8.5).
+
+An honest collector has one roster per round: every message of it stating a roster root (the roster, every
+assign, the release) states the same one. A subject keeps the announce she took part on and the first such
+message; one stating another root completes the proof (`SubjectNode.equivocation_evidence`). The three exact
+envelopes convict the key that signed them, whoever brings them and with no transcript (a withheld round);
+an auditor compares that key with the collector's published identity, since anyone can sign an announce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec
+from coutil.protocol.messages import Announce, Assign, Message, Release, Roster
+
+__all__ = ["CheckedEquivocation", "EquivocationEvidence", "check_equivocation", "stated_roster_root"]
+
+
+def stated_roster_root(message: Message) -> bytes | None:
+    """The roster root a collector message states (a roster's, an assign's, a release's), else None. An honest
+    collector has one roster per round, so two of its messages of one round stating different roots prove that
+    it showed subjects different rosters (`coutil.round.evidence`, SPEC §3 "split roster")."""
+    if isinstance(message, (Roster, Assign)):
+        return message.merkle_root
+    if isinstance(message, Release):
+        return message.roster_root
+    return None
+
+
+@dataclass(frozen=True)
+class EquivocationEvidence:
+    """The announce she took part on and two messages its sender signed for that round stating different roster
+    roots (exact envelopes, in the order she received them). It convicts the key that signed them: the auditor
+    compares it with the collector's published key (anyone can sign an announce)."""
+
+    announce: bytes
+    first: bytes
+    second: bytes
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"equivocation": [self.announce.hex(), self.first.hex(), self.second.hex()]}
+
+
+@dataclass(frozen=True)
+class CheckedEquivocation:
+    """A proof of equivocation, checked: the round and collector key it convicts, or why it proves nothing."""
+
+    round_id: bytes = b""
+    collector_key: bytes = b""
+    #: What the collector signed, e.g. "a roster of root 1a2b... and a release of roster root 3c4d...".
+    statement: str = ""
+    problem: str = ""
+
+
+def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None,
+                       collector_key: bytes | None = None) -> CheckedEquivocation:
+    """The three envelopes verify; the first is an announce; the other two are collector messages stating a
+    roster root (`stated_roster_root`), of the announce's round, signed by its sender, stating different roots.
+    ``round_id``/``collector_key``: the round being audited (None: whichever the announce names)."""
+    try:
+        announce, first, second = (codec.decode(e).message for e in (item.announce, item.first, item.second))
+    except RemoteProtocolError as exc:
+        return CheckedEquivocation(problem=f"an envelope does not decode or verify ({exc.reason})")
+    if not isinstance(announce, Announce):
+        return CheckedEquivocation(problem=f"the first envelope is a {announce.TAG}, not an announce")
+    if round_id is not None and announce.round_id != round_id:
+        return CheckedEquivocation(problem="an announce of another round")
+    if collector_key is not None and announce.sender != collector_key:
+        return CheckedEquivocation(problem="an announce signed by another key than the round's collector")
+    stated: list[str] = []
+    roots: set[bytes] = set()
+    for message in (first, second):
+        root = stated_roster_root(message)
+        if root is None:
+            return CheckedEquivocation(problem=f"a {message.TAG} states no roster root")
+        if message.round_id != announce.round_id or message.sender != announce.sender:
+            return CheckedEquivocation(problem=f"a {message.TAG} of another round or collector than the announce's")
+        roots.add(root)
+        stated.append(f"a {message.TAG} of roster root {root.hex()[:16]}...")
+    if len(roots) == 1:
+        return CheckedEquivocation(problem="both messages state the same roster root")
+    return CheckedEquivocation(announce.round_id, announce.sender, " and ".join(stated))

@@ -1,0 +1,152 @@
+"""A subject's proof that the collector equivocated (SPEC §3 "split roster", `coutil.round.evidence`): the
+announce she took part on and two messages its collector signed for that round stating different roster
+roots. It convicts the collector without the transcript, so a withheld round is public too; a proof that
+proves nothing is noted, never a failure."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from coutil.cli import main
+from coutil.protocol import codec, crypto, topics
+from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
+from coutil.protocol.messages import Announce, Roster, RoundParams
+from coutil.protocol.node import SeededRandom
+from coutil.protocol.states import SubjectState
+from coutil.protocol.subject import SubjectNode
+from coutil.round.transcript import read_transcript
+
+
+def _simulate(tmp_path: Path, name: str, collector: str = "") -> Path:
+    out = tmp_path / name
+    config = tmp_path / f"{name}.toml"
+    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 31\n" + collector)
+    assert main(["simulate", "--config", str(config), "--seed", "3", "--out", str(out), "--json"]) in (0, 4, 5)
+    return out
+
+
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_the_victim_of_a_roster_of_her_own_convicts_the_collector_without_its_transcript(
+        withhold: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``split-roster-early``: her record is attributed (the Sybil limit in time), but the real roster and release
+    reach her later; she holds two roster roots the collector signed, and her evidence alone fails `coutil verify`
+    (exit 3, check ``equivocation``), whatever the collector publishes."""
+    out = _simulate(tmp_path, "early", '[adversary.collector]\nstrategy = "split-roster-early"\n'
+                    f"others_after = 2.0\nwithhold = {'true' if withhold else 'false'}\n")
+    evidence = json.loads((out / "evidence.json").read_text())
+    proofs = [e for e in evidence if "equivocation" in e]
+    assert len(proofs) == 1
+    brought = tmp_path / "her-evidence.json"
+    brought.write_text(json.dumps(proofs))
+    transcript = read_transcript(out / "transcript.json")
+    key = transcript.collector_key.hex()
+    capsys.readouterr()
+    # A proof convicts the key that signed it: without a transcript the auditor names the collector's key.
+    assert main(["verify", "--evidence", str(brought)]) == 2
+    assert "--collector-key" in capsys.readouterr().err
+    assert main(["verify", "--evidence", str(brought), "--collector-key", key, "--json"]) == 3
+    result = json.loads(capsys.readouterr().out)
+    checks = {c["check"]: c for c in result["checks"]}
+    assert checks["equivocation"]["status"] == "fail"
+    assert f"collector key {key} signed two roster roots" in checks["equivocation"]["problems"][0]
+    assert all(c["status"] == "skip" for name, c in checks.items() if name != "equivocation")
+    assert result["round"] == transcript.round_id.hex() and result["collector_key"] == key
+    # Against another key it proves nothing (noted); a transcript of another key than the one given: exit 2.
+    assert main(["verify", "--evidence", str(brought), "--collector-key", "ab" * 32, "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert any("another key" in note for note in checks["equivocation"]["notes"])
+    assert main(["verify", str(out), "--collector-key", "ab" * 32]) == 2
+    capsys.readouterr()
+    # With the run directory (its evidence.json) the check fails too, beside what the transcript shows.
+    assert main(["verify", str(out), "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["equivocation"]["status"] == "fail"
+
+
+def test_an_honest_round_leaves_no_proof(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _simulate(tmp_path, "honest")
+    assert json.loads((out / "evidence.json").read_text()) == []
+    capsys.readouterr()
+    assert main(["verify", str(out), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["equivocation"]["status"] == "pass"
+
+
+def test_a_proof_that_proves_nothing_is_not_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Built from an honest round's signed messages: the same root twice, a message stating no root, a roster
+    signed by someone else, an announce of another collector: each is noted, none fails the round; a file entry
+    that is not a proof is a one-line error (exit 2)."""
+    out = _simulate(tmp_path, "honest")
+    t = json.loads((out / "transcript.json").read_text())
+    announce, roster, assign = (bytes.fromhex(t["announce"]), bytes.fromhex(t["roster"]),
+                                bytes.fromhex(t["assignments"][0]))
+    verdict = bytes.fromhex(t["verdicts"][0])
+    message = codec.decode(roster).message
+    assert isinstance(message, Roster)
+    other = crypto.SigningKey(bytes(32))
+    forged = codec.encode(Roster(message.round_id, other.public, message.n, bytes(32), message.n_groups), other)
+    cases = {
+        "both messages state the same roster root": (announce, roster, assign),
+        "states no roster root": (announce, roster, verdict),
+        "of another round or collector": (announce, roster, forged),
+        "not an announce": (roster, roster, assign),
+    }
+    for problem, (a, b, c) in cases.items():
+        checked = check_equivocation(EquivocationEvidence(a, b, c))
+        assert problem in checked.problem, (problem, checked.problem)
+    # A valid proof (the collector re-signs another root with a key of ours here: made with our own identity) is
+    # taken only for its own round and key.
+    announce_message = codec.decode(announce).message
+    own_announce = codec.encode(dataclasses.replace(announce_message, sender=other.public), other)
+    own_roster = codec.encode(dataclasses.replace(message, sender=other.public), other)
+    valid = EquivocationEvidence(own_announce, own_roster, forged)
+    assert not check_equivocation(valid, message.round_id, other.public).problem
+    assert "another round" in check_equivocation(valid, bytes(16), other.public).problem
+    assert "another key" in check_equivocation(valid, message.round_id, message.sender).problem
+    brought = tmp_path / "brought.json"
+    brought.write_text(json.dumps([EquivocationEvidence(*case).as_dict() for case in cases.values()]))
+    capsys.readouterr()
+    assert main(["verify", str(out), "--evidence", str(brought), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["equivocation"]["status"] == "pass"
+    assert sum("evidence not taken" in note for note in checks["equivocation"]["notes"]) == len(cases)
+    for text in ('[{"equivocation": ["00"]}]', '[{"equivocation": {"a": "00", "b": "00", "c": "00"}}]',
+                 '[{"equivocation": [1, 2, 3]}]'):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        assert main(["verify", "--evidence", str(bad), "--collector-key", "ab" * 32]) == 2
+        assert "entry 1" in capsys.readouterr().err
+    assert main(["verify"]) == 2
+
+
+def test_a_roster_of_another_round_seen_before_she_joins_does_not_spoil_her_proof() -> None:
+    """Before she joins a round any round's roster passes the round check (found by a reviewer): kept, it took
+    the place of her round's first root, and her proof of a real equivocation then named two rounds (proving
+    nothing). Only her round's roots are kept: a foreign roster first, then two rosters of her round, is a
+    valid proof."""
+    identity = crypto.SigningKey(bytes(range(32)))
+    params = RoundParams(
+        qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
+        step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
+        min_permutation_distance=0, random_records=50, alpha=0.05)
+    round_id, foreign_round = b"r" * 16, b"f" * 16
+    node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
+
+    def roster(rid: bytes, root: bytes) -> bytes:
+        return codec.encode(Roster(rid, identity.public, 10, root, 4), identity)
+
+    node.receive(topics.roster(foreign_round), roster(foreign_round, b"x" * 32), 0.0)
+    node.receive(topics.ANNOUNCE, codec.encode(Announce(round_id, identity.public, params), identity), 1.0)
+    assert node.state == SubjectState.REGISTERING
+    assert node.equivocation_evidence() is None
+    node.receive(topics.roster(round_id), roster(round_id, b"y" * 32), 2.0)
+    assert node.equivocation_evidence() is None
+    node.receive(topics.roster(round_id), roster(round_id, b"z" * 32), 3.0)
+    proof = node.equivocation_evidence()
+    assert proof is not None
+    checked = check_equivocation(EquivocationEvidence(*proof), round_id, identity.public)
+    assert not checked.problem, checked.problem
