@@ -34,7 +34,7 @@ from coutil.adversary.broker import BrokerStrategy, peek
 from coutil.adversary.plan import AdversaryPlan
 from coutil.protocol import crypto, topics
 from coutil.protocol.collector import CollectorNode
-from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.events import (
     Event,
     GroupMerged,
@@ -164,21 +164,35 @@ def proven_by(collector: CollectorNode, held: Iterable[tuple[str, tuple[bytes, b
             and not check_equivocation(EquivocationEvidence(*proof), collector.round_id, collector.public_key).problem]
 
 
+def receipts_disagree(collector: CollectorNode, receipts: Iterable[tuple[bytes, bytes]]) -> int:
+    """How many roots beyond the first the subjects' receipts (`SubjectNode.roster_receipt`) show this collector
+    signed for this round: each a proof of equivocation an auditor makes of two receipts (`combine_receipts`)."""
+    unique = {statement: RosterReceipt(announce, statement) for announce, statement in receipts}
+    proofs, _ = combine_receipts(list(unique.values()))
+    return sum(1 for p in proofs if not check_equivocation(p, collector.round_id, collector.public_key).problem)
+
+
 def add_equivocation_proofs(section: dict[str, object], collector: CollectorNode,
                             held: Sequence[tuple[str, tuple[bytes, bytes, bytes]]],
-                            deviant_sids: Collection[str]) -> None:
-    """The proofs of equivocation the subjects of worker processes hold (`WorkerPool.equivocations`; the
-    collector's entry counts those of subjects in this process itself): public, detected by their holders."""
+                            receipts: Sequence[tuple[str, tuple[bytes, bytes]]], deviant_sids: Collection[str]) -> None:
+    """The proofs of equivocation and the receipts the subjects of worker processes hold
+    (`WorkerPool.equivocations`, `WorkerPool.receipts`; the collector's entry counts those of subjects in this
+    process itself): public, detected by their holders, or by the auditor combining receipts."""
     entries = section.get("deviants")
     holders = proven_by(collector, held, deviant_sids)
-    if not holders or not isinstance(entries, list):
+    disagree = receipts_disagree(collector, [r for sid, r in receipts if sid not in deviant_sids])
+    if not (holders or disagree) or not isinstance(entries, list):
         return
     for entry in entries:
-        if entry.get("role") == "collector" and not entry.get("equivocation_proofs"):
-            entry["equivocation_proofs"] = len(holders)
-            entry["detected"] = entry["public"] = True
-            entry["detectors"] += len(set(holders) - set(entry["detected_by"]))
-            entry["detected_by"] = _capped(sorted({*entry["detected_by"], *holders}))
+        if entry.get("role") != "collector" or entry.get("equivocation_proofs"):
+            continue
+        entry["detected"] = entry["public"] = True
+        entry["equivocation_proofs"] = len(holders)
+        if disagree:
+            entry["auditor"]["roster_receipts_disagree"] = disagree
+        named = [*holders, *(["auditor"] if disagree else [])]
+        entry["detectors"] += len(set(named) - set(entry["detected_by"]))
+        entry["detected_by"] = _capped(sorted({*entry["detected_by"], *named}, key=lambda s: (s != "auditor", s)))
 
 
 def _released_groups(collector: CollectorNode) -> dict[int, tuple[np.ndarray, list[tuple[float, ...]]]]:
@@ -329,6 +343,11 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
     for sid, verdict in verdicts.items():
         if verdict["reason"] == "other_release" and sid not in own_sids:
             auditor["verdict_bound_to_another_release_or_roster"] += 1
+    if subjects is not None:
+        disagree = receipts_disagree(collector, [r for s in subjects if s.sid not in deviant_sids
+                                                 and (r := s.roster_receipt()) is not None])
+        if disagree:
+            auditor["roster_receipts_disagree"] = disagree
     regrouped = _not_mdav(collector, events)
     if regrouped:
         auditor["groups_not_mdav_on_the_roster"] = regrouped

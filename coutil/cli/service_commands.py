@@ -284,9 +284,10 @@ def join_command(
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
     evidence: Annotated[Path | None, typer.Option(
-        "--evidence", help="Write her evidence here when the round is over (JSON, for `coutil verify --evidence`): "
-        "her verdict with the collector's signed verdict_ack, and her proof if the collector signed two roster "
-        "roots to her.", show_default=False)] = None,
+        "--evidence", help="Write her evidence here when the round is over, however it ended (JSON, for `coutil "
+        "verify --evidence`): her receipt (the announce and the first roster she received), her verdict with the "
+        "collector's signed verdict_ack, and her proof if the collector signed two roster roots to her.",
+        show_default=False)] = None,
 ) -> None:
     """Take one subject through the current round and print her audit verdict.
 
@@ -294,7 +295,7 @@ def join_command(
     ended the round); exit 4 without a verdict (excluded, the round aborted, the collector stopped
     answering), 5 when she rejects the release.
     """
-    from coutil.protocol.equivocation import EquivocationEvidence
+    from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt
     from coutil.protocol.states import SubjectState
     from coutil.round.evidence import VerdictEvidence, write_evidence
     from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
@@ -317,9 +318,10 @@ def join_command(
     asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
     proof = node.equivocation_evidence()
     if evidence is not None:
-        pair = node.verdict_evidence()
+        pair, receipt = node.verdict_evidence(), node.roster_receipt()
         write_evidence(evidence, [*([VerdictEvidence(*pair)] if pair is not None else []),
-                                  *([EquivocationEvidence(*proof)] if proof is not None else [])])
+                                  *([EquivocationEvidence(*proof)] if proof is not None else []),
+                                  *([RosterReceipt(*receipt)] if receipt is not None else [])])
     if proof is not None:
         err_console.print(f"[red]the collector signed two roster roots for this round[/]: proof kept"
                           f"{f' in {evidence}' if evidence is not None else ' (give --evidence FILE to keep it)'}; "

@@ -5,17 +5,22 @@ assign, the release) states the same one. A subject keeps the announce she took 
 message; one stating another root completes the proof (`SubjectNode.equivocation_evidence`). The three exact
 envelopes convict the key that signed them, whoever brings them and with no transcript (a withheld round);
 an auditor compares that key with the collector's published identity, since anyone can sign an announce.
+Every subject also keeps a *receipt* (her announce and the first roster or release of her round), which she
+brings to an auditor after any round: receipts of different subjects stating different roots combine into
+such a proof, so a victim who never saw the second root (she was done, or her host stopped) still convicts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec
 from coutil.protocol.messages import Announce, Assign, Message, Release, Roster
 
-__all__ = ["CheckedEquivocation", "EquivocationEvidence", "check_equivocation", "stated_roster_root"]
+__all__ = ["CheckedEquivocation", "EquivocationEvidence", "RosterReceipt", "check_equivocation", "combine_receipts",
+           "stated_roster_root"]
 
 
 def stated_roster_root(message: Message) -> bytes | None:
@@ -82,3 +87,50 @@ def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None
     if len(roots) == 1:
         return CheckedEquivocation(problem="both messages state the same roster root")
     return CheckedEquivocation(announce.round_id, announce.sender, " and ".join(stated))
+
+
+@dataclass(frozen=True)
+class RosterReceipt:
+    """What a subject brings an auditor after any round: the announce she took part on and the first roster (or,
+    none seen, release) of that round she received, exact envelopes. Both are bulletins, public: a receipt shows
+    nothing of her group or record. Two receipts of one round and key stating different roots are a proof of
+    equivocation (`combine_receipts`): the victim of a roster of her own, done before the real roster was
+    published (SPEC §3, ``release_first``), still holds hers, and any other subject holds the real one."""
+
+    announce: bytes
+    statement: bytes
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"receipt": [self.announce.hex(), self.statement.hex()]}
+
+
+def combine_receipts(receipts: Sequence[RosterReceipt]) -> tuple[list[EquivocationEvidence], list[str]]:
+    """Proofs of equivocation made of receipts (one per root beyond the first, per round and key), and why
+    each receipt that proves nothing was left out (it does not verify, its announce is no announce, its statement
+    is not a roster or release of the announce's round and signer)."""
+    first: dict[tuple[bytes, bytes], tuple[RosterReceipt, bytes]] = {}
+    proofs: list[EquivocationEvidence] = []
+    seen: set[tuple[bytes, bytes, bytes]] = set()
+    problems: list[str] = []
+    for receipt in receipts:
+        try:
+            announce = codec.decode(receipt.announce).message
+            statement = codec.decode(receipt.statement).message
+        except RemoteProtocolError as exc:
+            problems.append(f"a receipt does not decode or verify ({exc.reason})")
+            continue
+        root = stated_roster_root(statement) if not isinstance(statement, Assign) else None
+        if not isinstance(announce, Announce) or root is None or statement.round_id != announce.round_id \
+                or statement.sender != announce.sender:
+            problems.append("a receipt that is not an announce and a roster or release of its round and signer")
+            continue
+        key = (announce.round_id, announce.sender)
+        if (*key, root) in seen:
+            continue
+        seen.add((*key, root))
+        if key not in first:
+            first[key] = (receipt, root)
+        else:
+            kept = first[key][0]
+            proofs.append(EquivocationEvidence(kept.announce, kept.statement, receipt.statement))
+    return proofs, problems

@@ -158,6 +158,15 @@ class SubjectNode(SubjectCore):
         (`coutil.protocol.equivocation`, `coutil verify --evidence`). None otherwise."""
         return self._equivocation
 
+    def roster_receipt(self) -> tuple[bytes, bytes] | None:
+        """The announce she took part on and the first roster (or release) of that round she received, exact
+        envelopes: what she brings an auditor after any round, whatever happened, so that receipts of subjects
+        shown different roots convict the collector even when none of them saw both
+        (`coutil.protocol.equivocation.RosterReceipt`). None before she holds one."""
+        if self._receipt_envelope is None:
+            return None
+        return self._announce_envelope, self._receipt_envelope
+
     @property
     def resends(self) -> dict[str, int]:
         """Messages this node re-sent so far, by kind (``assign``, ``keys``, ``submit``, ...)."""
@@ -191,6 +200,8 @@ class SubjectNode(SubjectCore):
                 # Of her round (checked above), in any state, taken or not. Before she joins a round a roster of
                 # another round would pass the check above: it must not take the slot of her round's first root.
                 self._note_root(root, payload)
+                if self._receipt_envelope is None and not isinstance(message, Assign):
+                    self._receipt_envelope = payload  # a bulletin: her receipt shows nothing of her group
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)

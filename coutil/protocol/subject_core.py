@@ -170,6 +170,8 @@ class SubjectCore:
         self._announce_envelope = b""
         self._root_envelope = b""
         self._first_root: bytes | None = None
+        #: The first roster (or release) of her round, exact envelope: her receipt (`roster_receipt`).
+        self._receipt_envelope: bytes | None = None
         self._equivocation: tuple[bytes, bytes, bytes] | None = None
         #: The root of the roster broadcast on its retained bulletin topic (an answer on her inbox is only a
         #: hint): her reveal waits until it is the root she took part on (SPEC §7.3 roster, "split roster").

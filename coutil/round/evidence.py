@@ -17,11 +17,16 @@ envelopes prove that the key which signed them equivocated, whoever brings them,
 withholds the round and publishes no transcript (`SubjectNode.equivocation_evidence`); the auditor
 compares that key with the collector's published identity (``coutil verify --collector-key``).
 
-File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}`` and
-``{"equivocation": [hex announce, hex first, hex second]}`` objects (or one such object). A run
-directory holds ``evidence.json``: the pairs of the simulated subjects whose verdict the transcript
-lacks and every proof of equivocation they hold, as they would bring them (every driver writes it: the
-in-memory bus, and MQTT, where worker processes report their subjects' evidence).
+Every subject also brings her receipt after any round (`RosterReceipt`: the announce and the first roster
+or release she received): receipts of subjects shown different roots combine into such a proof.
+
+File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}``,
+``{"equivocation": [hex announce, hex first, hex second]}`` and ``{"receipt": [hex announce, hex
+statement]}`` objects (or one such object). A run directory holds ``evidence.json``: the pairs of the
+simulated subjects whose verdict the transcript lacks, every proof of equivocation they hold, and their
+receipts, one per distinct roster or release envelope (an honest round: one), as they would bring them
+(every driver writes it: the in-memory bus, and MQTT, where worker processes report their subjects'
+evidence).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from pathlib import Path
 from coutil.errors import InputError, RemoteProtocolError
 from coutil.fileio import write_text_atomic
 from coutil.protocol import codec, topics
-from coutil.protocol.equivocation import EquivocationEvidence
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt
 from coutil.protocol.messages import Verdict, VerdictAck
 
 #: The file name of the subjects' evidence in a run directory.
@@ -53,7 +58,7 @@ class VerdictEvidence:
 
 
 #: One piece of a subject's evidence.
-Evidence = VerdictEvidence | EquivocationEvidence
+Evidence = VerdictEvidence | EquivocationEvidence | RosterReceipt
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,13 @@ def read_evidence(path: Path) -> list[Evidence]:
     items: list[Evidence] = []
     for number, entry in enumerate(entries, 1):
         try:
-            if isinstance(entry, dict) and "equivocation" in entry:
+            if isinstance(entry, dict) and "receipt" in entry:
+                envelopes = entry["receipt"]
+                if not isinstance(envelopes, list) or len(envelopes) != 2:
+                    raise ValueError("not two envelopes")
+                announce, statement = (bytes.fromhex(e) for e in envelopes)
+                items.append(RosterReceipt(announce, statement))
+            elif isinstance(entry, dict) and "equivocation" in entry:
                 envelopes = entry["equivocation"]
                 if not isinstance(envelopes, list) or len(envelopes) != 3:
                     raise ValueError("not three envelopes")
@@ -110,8 +121,8 @@ def read_evidence(path: Path) -> list[Evidence]:
             else:
                 items.append(VerdictEvidence(bytes.fromhex(entry["verdict"]), bytes.fromhex(entry["verdict_ack"])))
         except (TypeError, KeyError, ValueError):
-            raise InputError(f"{path}: entry {number} is neither {{\"verdict\": hex, \"verdict_ack\": hex}} nor "
-                             "{\"equivocation\": [hex, hex, hex]}") from None
+            raise InputError(f"{path}: entry {number} is none of {{\"verdict\": hex, \"verdict_ack\": hex}}, "
+                             "{\"equivocation\": [hex, hex, hex]}, {\"receipt\": [hex, hex]}") from None
     return items
 
 

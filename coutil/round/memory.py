@@ -27,7 +27,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import SubjectStateChanged
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
-from coutil.round.nodes import build_round_nodes
+from coutil.round.nodes import build_round_nodes, distinct_receipts
 from coutil.round.report import (
     RoundReport,
     count_duplicates_by_kind,
@@ -203,7 +203,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
             if recorder is not None else None
         write_outputs(report, tracker.events, Path(out_dir), transcript,
                       evidence=[subject.verdict_evidence() for subject in built.subjects],
-                      equivocations=[e for s in built.subjects if (e := s.equivocation_evidence()) is not None])
+                      equivocations=[e for s in built.subjects if (e := s.equivocation_evidence()) is not None],
+                      receipts=[r for _, r in distinct_receipts(built.subjects)])
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)
 

@@ -29,7 +29,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import SERIAL_POOL, Node
 from coutil.protocol.subject import SubjectNode
 from coutil.round.heap import long_lived_heap
-from coutil.round.nodes import build_collector, build_round_nodes
+from coutil.round.nodes import build_collector, build_round_nodes, distinct_receipts
 from coutil.round.parallel import PROCESS_POOL_FROM, ProcessPool, signature_prechecker
 from coutil.round.report import (
     RoundReport,
@@ -219,6 +219,7 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
     evidence = pool.evidence() if pool is not None else [(s.sid, s.verdict_evidence()) for s in subjects]
     equivocations = pool.equivocations() if pool is not None else \
         [(s.sid, e) for s in subjects if (e := s.equivocation_evidence()) is not None]
+    receipts = pool.receipts() if pool is not None else distinct_receipts(subjects)
     if adversary is not None:
         deviants = {r: a.strategy for r, a in adversary.subject_rows(data.n, seed).items()}
         report.adversary = adversary_section(
@@ -227,13 +228,13 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
             subjects=subjects if len(subjects) == data.n else None)
         add_verdict_evidence(report.adversary, collector, evidence, deviants)
         if pool is not None:
-            add_equivocation_proofs(report.adversary, collector, equivocations,
+            add_equivocation_proofs(report.adversary, collector, equivocations, receipts,
                                     {node_ids[row].split("-")[0] for row in deviants if row < len(node_ids)})
     if out_dir is not None:
         transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
             if recorder is not None else None
         write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=[pair for _, pair in evidence],
-                      equivocations=[proof for _, proof in equivocations])
+                      equivocations=[proof for _, proof in equivocations], receipts=[r for _, r in receipts])
     return report, stats
 
 

@@ -131,3 +131,14 @@ def build_subject_nodes(
         subjects.append(subject)
         node_ids.append(node_id)
     return subjects, node_ids
+
+
+def distinct_receipts(subjects: Iterable[SubjectNode]) -> list[tuple[str, tuple[bytes, bytes]]]:
+    """The subjects' receipts (`SubjectNode.roster_receipt`), one per distinct statement envelope, each with the
+    sid of a subject holding it: what an auditor needs of them (an honest round: one)."""
+    kept: dict[bytes, tuple[str, tuple[bytes, bytes]]] = {}
+    for subject in subjects:
+        receipt = subject.roster_receipt()
+        if receipt is not None and receipt[1] not in kept:
+            kept[receipt[1]] = (subject.sid, receipt)
+    return list(kept.values())

@@ -21,7 +21,7 @@ from coutil.audit.subject import manifest_fields
 from coutil.fileio import atomic_write, staged_directory, write_text_atomic
 from coutil.protocol.collector_release import RoundOutcome
 from coutil.protocol.config import RoundConfig
-from coutil.protocol.equivocation import EquivocationEvidence
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt
 from coutil.protocol.events import Event
 from coutil.protocol.node import RejectionLog
 from coutil.round.evidence import EVIDENCE_NAME, missing_from, write_evidence
@@ -252,12 +252,14 @@ ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path,
                   transcript: Transcript | None = None,
                   evidence: Iterable[tuple[bytes, bytes] | None] | None = None,
-                  equivocations: Iterable[tuple[bytes, bytes, bytes]] = ()) -> None:
+                  equivocations: Iterable[tuple[bytes, bytes, bytes]] = (),
+                  receipts: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """release.csv, manifest.json, audit.json, trace.jsonl, report.json and (when given) the signed
     ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``;
     with the subjects' acknowledged verdicts (``evidence``: each subject's pair, or None) also
     ``evidence.json``, the pairs whose verdict the transcript lacks and the proofs of equivocation the
-    subjects hold (``equivocations``, `SubjectNode.equivocation_evidence`; `coutil.round.evidence`).
+    subjects hold (``equivocations``, `SubjectNode.equivocation_evidence`) and their receipts (``receipts``,
+    `SubjectNode.roster_receipt`, one per distinct statement; `coutil.round.evidence`).
 
     All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
     ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
@@ -269,7 +271,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
             write_transcript(staging / TRANSCRIPT_NAME, transcript)
             if evidence is not None:
                 write_evidence(staging / EVIDENCE_NAME, [*missing_from(transcript.verdicts, evidence),
-                                                         *(EquivocationEvidence(*e) for e in equivocations)])
+                                                         *(EquivocationEvidence(*e) for e in equivocations),
+                                                         *(RosterReceipt(*r) for r in receipts)])
 
 
 def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 from coutil.audit.subject import release_digest
 from coutil.errors import InputError
 from coutil.protocol import merkle
-from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
 from coutil.round.evidence import EVIDENCE_NAME, Evidence, VerdictEvidence, check_evidence, read_evidence
@@ -155,9 +155,10 @@ CHECKS: tuple[tuple[str, str], ...] = (
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
                    "not_k_anonymous, ...)"),
-    ("equivocation", "split-roster, split-roster-early, split-view-roster (two different roster roots the collector "
-                     "signed for the round, in rosters, assigns or a release, shown to one subject): from the "
-                     "subjects' evidence, which proves it without the transcript (a withheld round too)"),
+    ("equivocation", "split-roster, split-roster-early (release_first too), split-view-roster (two different "
+                     "roster roots the collector signed for the round, in rosters, assigns or a release, shown to one "
+                     "subject, or in the receipts of different subjects or the transcript): from the subjects' "
+                     "evidence, which proves it without the transcript (a withheld round too)"),
     ("acknowledged_verdicts", "hide_complaints (a verdict the collector acknowledged, a complaint or one bound to "
                               "another release, left out of the transcript): from the subjects' evidence "
                               "(evidence.json in a run directory, --evidence)"),
@@ -468,15 +469,19 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
 
 
 def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round_id: bytes | None,
-                        collector_key: bytes | None) -> set[bytes]:
-    """No subject shows two different roster roots the collector signed for the round (her evidence).
+                        collector_key: bytes | None, published: RosterReceipt | None = None) -> set[bytes]:
+    """No subject shows two different roster roots the collector signed for the round: her proof, or receipts
+    (hers, other subjects', and ``published``, the transcript's announce and roster) stating different roots.
     Returns the rounds proven to be equivocated."""
     if evidence is None:
         check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): a "
-                   "subject shown two roster roots keeps both signed messages")
+                   "subject shown two roster roots keeps both signed messages, and every subject her receipt")
         return set()
+    receipts = [item for item in evidence if isinstance(item, RosterReceipt)]
+    combined, problems = combine_receipts([*([published] if published is not None else []), *receipts])
+    check.notes.extend(f"evidence not taken: {problem}" for problem in dict.fromkeys(problems))
+    proofs = list(dict.fromkeys([*(item for item in evidence if isinstance(item, EquivocationEvidence)), *combined]))
     proven: set[bytes] = set()
-    proofs = [item for item in evidence if isinstance(item, EquivocationEvidence)]
     for item in proofs:
         checked = check_equivocation(item, round_id, collector_key)
         if checked.problem:
@@ -484,10 +489,11 @@ def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round
             continue
         proven.add(checked.round_id)
         check.fail(f"the collector key {checked.collector_key.hex()} signed two roster roots for round "
-                   f"{checked.round_id.hex()}: {checked.statement} (a subject's evidence)")
+                   f"{checked.round_id.hex()}: {checked.statement} (the subjects' evidence)")
     if check.status == "pass":
-        check.notes.append(f"{len(proofs)} proof(s) of equivocation shown by subjects, none valid"
-                           if proofs else "no subject shows two roster roots")
+        check.notes.append(f"{len(proofs)} proof(s) of equivocation from {len(receipts)} receipt(s) and the "
+                           "subjects' proofs, none valid" if proofs else
+                           f"no subject shows two roster roots ({len(receipts)} receipt(s), one root)")
     return proven
 
 
@@ -539,7 +545,8 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
     for name, step in steps:
         step(r, checks[name])
     complaints = _check_complaints(r, checks["complaints"])
-    _check_equivocation(checks["equivocation"], evidence, transcript.round_id, transcript.collector_key)
+    published = RosterReceipt(transcript.announce, transcript.roster) if transcript.roster is not None else None
+    _check_equivocation(checks["equivocation"], evidence, transcript.round_id, transcript.collector_key, published)
     _check_acknowledged_verdicts(r, checks["acknowledged_verdicts"], evidence)
     return VerifyResult(source or transcript.round_id.hex(), transcript.round_id.hex(), list(checks.values()),
                         complaints, transcript.collector_key.hex())

@@ -41,7 +41,7 @@ from coutil.net.mqtt import BrokerAddress, DriverOptions, HostStats, NodeTraffic
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import Event
 from coutil.round.heap import long_lived_heap
-from coutil.round.nodes import build_subject_nodes
+from coutil.round.nodes import build_subject_nodes, distinct_receipts
 from coutil.round.report import count_duplicates_by_kind, count_rejections, count_resends_by_kind
 from coutil.sdc.dataset import Dataset
 from coutil.sdc.partition import split_in_parts
@@ -97,6 +97,8 @@ class WorkerReport:
     evidence: list[tuple[bytes, bytes] | None] = field(default_factory=list)
     #: The proofs of equivocation her subjects hold, with their sids (`SubjectNode.equivocation_evidence`).
     equivocations: list[tuple[str, tuple[bytes, bytes, bytes]]] = field(default_factory=list)
+    #: Her subjects' receipts (`SubjectNode.roster_receipt`), one per distinct statement, with a holder's sid.
+    receipts: list[tuple[str, tuple[bytes, bytes]]] = field(default_factory=list)
 
 
 def connection_slices(qi: NDArray[np.float64], per_connection: int) -> list[list[int]]:
@@ -182,7 +184,8 @@ async def _host_slice(task: SubjectSlice, channel: Channel, stop: multiprocessin
                         stats.stopped_by, stats.unsent, stats.elapsed,
                         evidence=[node.verdict_evidence() for node in nodes],
                         equivocations=[(node.sid, e) for node in nodes
-                                       if (e := node.equivocation_evidence()) is not None])
+                                       if (e := node.equivocation_evidence()) is not None],
+                        receipts=distinct_receipts(nodes))
 
 
 class WorkerPool:
@@ -296,6 +299,10 @@ class WorkerPool:
     def equivocations(self) -> list[tuple[str, tuple[bytes, bytes, bytes]]]:
         """Every proof of equivocation the workers' subjects hold (`WorkerReport.equivocations`)."""
         return [e for report in self.reports.values() for e in report.equivocations]
+
+    def receipts(self) -> list[tuple[str, tuple[bytes, bytes]]]:
+        """The workers' subjects' receipts (`WorkerReport.receipts`)."""
+        return [r for report in self.reports.values() for r in report.receipts]
 
     def evidence(self) -> list[tuple[str, tuple[bytes, bytes] | None]]:
         """Each subject's id and verdict evidence (`WorkerReport.evidence`), by row of the data set (a row

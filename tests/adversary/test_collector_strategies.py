@@ -18,7 +18,7 @@ import pytest
 from coutil.adversary.collector import CollectorStrategy, RerunSubtract
 from coutil.protocol import topics
 from coutil.protocol.collector import CollectorNode
-from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.subject import STATE_EDGES, SubjectState
 from coutil.protocol.topics import sid_of
 from coutil.sdc.mdav import mdav
@@ -437,10 +437,10 @@ def test_a_victim_whose_round_of_her_own_is_finished_first_holds_no_proof_the_me
     """``split-roster-early`` with ``release_first`` (found by a reviewer of the proof of equivocation): the
     collector also sends her a release of her group alone (her roster's root), acknowledges her verdict, and holds
     the real roster back until then: she is done and no longer listens when another root is published, so she
-    holds no proof; her record is attributed. What remains is her verdict and its signed acknowledgement, which
-    the collector's record lacks: an auditor holding her evidence and the round's transcript names it
-    (``acknowledged_verdict_missing``; for the withheld round, the transcript this simulation records of the
-    aborted round: a collector that publishes nothing leaves only a receipt, SPEC §3)."""
+    holds no proof; her record is attributed. But it is public: her receipt (her announce and the first roster she
+    received) and any other subject's state two roots, which an auditor combines into a proof, released or
+    withheld, with no transcript (``roster_receipts_disagree``); her verdict and its signed acknowledgement,
+    missing from the collector's record, are a second trace where there is a transcript."""
     p = play({"collector": {"strategy": "split-roster-early", "others_after": 2.0, "release_first": True,
                             "withhold": withhold}}, seed=seed, n=31)
     entry = p.collector_entry
@@ -451,8 +451,13 @@ def test_a_victim_whose_round_of_her_own_is_finished_first_holds_no_proof_the_me
     assert not any(s.equivocation_evidence() is not None for s in p.round.subjects)
     assert node.state == SubjectState.DONE and node.verdict is not None and node.verdict.accept
     assert collector.victim_verdict == node.verdict  # type: ignore[attr-defined]
-    assert entry["auditor"] == {"acknowledged_verdict_missing": 1} and entry["detected_by"] == ["auditor"]
+    assert entry["auditor"] == {"acknowledged_verdict_missing": 1, "roster_receipts_disagree": 1}
+    assert entry["detected_by"] == ["auditor"] and entry["public"]
     assert p.outcome.phase == ("aborted" if withhold else "done")
+    other = next(s for s in p.round.subjects if s.public_key != victim)
+    receipts = [RosterReceipt(*r) for r in (node.roster_receipt(), other.roster_receipt()) if r is not None]
+    (proof,), problems = combine_receipts(receipts)
+    assert not problems and not check_equivocation(proof, collector.round_id, collector.public_key).problem
 
 
 @pytest.mark.parametrize("seed", SEEDS)

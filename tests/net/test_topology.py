@@ -85,8 +85,8 @@ def test_compose_topology_as_processes_completes_a_round(tmp_path: Path) -> None
     assert joined["collector_key"] == next(entry for entry in log if entry["event"] == "round")["collector_key"]
     # Her evidence: her verdict and its signed acknowledgement; no proof of equivocation from an honest collector.
     assert joined["equivocation_proof"] is False
-    (kept,) = json.loads((tmp_path / "her-evidence.json").read_text())
-    assert set(kept) == {"verdict", "verdict_ack"}
+    kept = json.loads((tmp_path / "her-evidence.json").read_text())
+    assert [sorted(entry) for entry in kept] == [["verdict", "verdict_ack"], ["receipt"]]
 
     exported = tmp_path / "release.csv"
     result = subprocess.run([sys.executable, "-m", "coutil", "collector", "export", "--db", str(db), "-o",

@@ -68,8 +68,9 @@ def test_the_victim_of_a_roster_of_her_own_convicts_the_collector_without_its_tr
 
 
 def test_an_honest_round_leaves_no_proof(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every subject brings her receipt; in an honest round they all state the transcript's root (one kept)."""
     out = _simulate(tmp_path, "honest")
-    assert json.loads((out / "evidence.json").read_text()) == []
+    assert [sorted(e) for e in json.loads((out / "evidence.json").read_text())] == [["receipt"]]
     capsys.readouterr()
     assert main(["verify", str(out), "--json"]) == 0
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
@@ -150,3 +151,34 @@ def test_a_roster_of_another_round_seen_before_she_joins_does_not_spoil_her_proo
     assert proof is not None
     checked = check_equivocation(EquivocationEvidence(*proof), round_id, identity.public)
     assert not checked.problem, checked.problem
+
+
+@pytest.mark.parametrize("withhold", [False, True], ids=["released", "withheld"])
+def test_receipts_convict_a_collector_whose_victim_never_saw_the_second_root(
+        withhold: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``split-roster-early`` with ``release_first``: the victim is done before the real roster is published, so
+    nobody holds a proof alone; her receipt and another subject's state two roots, and the auditor combines them
+    (``--evidence`` files of two subjects, no transcript)."""
+    out = _simulate(tmp_path, "first", '[adversary.collector]\nstrategy = "split-roster-early"\n'
+                    f"release_first = true\nwithhold = {'true' if withhold else 'false'}\n")
+    evidence = json.loads((out / "evidence.json").read_text())
+    assert not [e for e in evidence if "equivocation" in e]
+    receipts = [e for e in evidence if "receipt" in e]
+    assert len(receipts) == 2
+    key = read_transcript(out / "transcript.json").collector_key.hex()
+    files = []
+    for number, receipt in enumerate(receipts):
+        files += ["--evidence", str(tmp_path / f"subject-{number}.json")]
+        (tmp_path / f"subject-{number}.json").write_text(json.dumps([receipt]))
+    capsys.readouterr()
+    assert main(["verify", *files[:2], "--collector-key", key]) == 0  # one receipt proves nothing
+    assert main(["verify", *files, "--collector-key", key, "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["equivocation"]["status"] == "fail"
+    # One receipt against the transcript's roster is enough too: hers fails the check, the other one's passes.
+    statuses = []
+    for evidence_file in files[1::2]:
+        main(["verify", str(out / "transcript.json"), "--evidence", evidence_file, "--json"])
+        checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+        statuses.append(checks["equivocation"]["status"])
+    assert sorted(statuses) == ["fail", "pass"]
