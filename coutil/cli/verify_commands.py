@@ -57,6 +57,6 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"{_MARK[check.status]} {check.name}: {escape(detail)}")
                 if catches or check.status == "fail":
                     err_console.print(f"     catches: {escape(check.catches)}", style="dim")
-            err_console.print(f"round {result.round_id}: {escape(result.summary)}")
+            err_console.print(f"round {result.round_id or '(none proven)'}: {escape(result.summary)}")
         if not result.ok:
             raise CheckFailedError(f"{path or result.source}: {result.first_problem}")
