@@ -180,7 +180,7 @@ def add_equivocation_proofs(section: dict[str, object], collector: CollectorNode
     process itself): public, detected by their holders, or by the auditor combining receipts."""
     entries = section.get("deviants")
     holders = proven_by(collector, held, deviant_sids)
-    disagree = receipts_disagree(collector, [r for sid, r in receipts if sid not in deviant_sids])
+    disagree = receipts_disagree(collector, [r for _, r in receipts])
     if not (holders or disagree) or not isinstance(entries, list):
         return
     for entry in entries:
@@ -344,8 +344,8 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
         if verdict["reason"] == "other_release" and sid not in own_sids:
             auditor["verdict_bound_to_another_release_or_roster"] += 1
     if subjects is not None:
-        disagree = receipts_disagree(collector, [r for s in subjects if s.sid not in deviant_sids
-                                                 and (r := s.roster_receipt()) is not None])
+        # Whoever brings a receipt, its two envelopes are the collector's signatures: none is left out.
+        disagree = receipts_disagree(collector, [r for s in subjects if (r := s.roster_receipt()) is not None])
         if disagree:
             auditor["roster_receipts_disagree"] = disagree
     regrouped = _not_mdav(collector, events)

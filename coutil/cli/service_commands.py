@@ -315,13 +315,15 @@ def join_command(
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
     watch = RoundWatch(announced)
-    asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
-    proof = node.equivocation_evidence()
-    if evidence is not None:
-        pair, receipt = node.verdict_evidence(), node.roster_receipt()
-        write_evidence(evidence, [*([VerdictEvidence(*pair)] if pair is not None else []),
-                                  *([EquivocationEvidence(*proof)] if proof is not None else []),
-                                  *([RosterReceipt(*receipt)] if receipt is not None else [])])
+    try:
+        asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
+    finally:  # however her host stopped (an outage, Ctrl-C included): what she holds is kept
+        proof = node.equivocation_evidence()
+        if evidence is not None:
+            pair, receipt = node.verdict_evidence(), node.roster_receipt()
+            write_evidence(evidence, [*([VerdictEvidence(*pair)] if pair is not None else []),
+                                      *([EquivocationEvidence(*proof)] if proof is not None else []),
+                                      *([RosterReceipt(*receipt)] if receipt is not None else [])])
     if proof is not None:
         err_console.print(f"[red]the collector signed two roster roots for this round[/]: proof kept"
                           f"{f' in {evidence}' if evidence is not None else ' (give --evidence FILE to keep it)'}; "

@@ -5,7 +5,7 @@ assign, the release) states the same one. A subject keeps the announce she took 
 message; one stating another root completes the proof (`SubjectNode.equivocation_evidence`). The three exact
 envelopes convict the key that signed them, whoever brings them and with no transcript (a withheld round);
 an auditor compares that key with the collector's published identity, since anyone can sign an announce.
-Every subject also keeps a *receipt* (her announce and the first roster or release of her round), which she
+Every subject also keeps a *receipt* (her announce and the first roster of her round), which she
 brings to an auditor after any round: receipts of different subjects stating different roots combine into
 such a proof, so a victim who never saw the second root (she was done, or her host stopped) still convicts.
 """
@@ -91,10 +91,10 @@ def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None
 
 @dataclass(frozen=True)
 class RosterReceipt:
-    """What a subject brings an auditor after any round: the announce she took part on and the first roster (or,
-    none seen, release) of that round she received, exact envelopes. Both are bulletins, public: a receipt shows
-    nothing of her group or record. Two receipts of one round and key stating different roots are a proof of
-    equivocation (`combine_receipts`): the victim of a roster of her own, done before the real roster was
+    """What a subject brings an auditor after any round: the announce she took part on and the first roster of that
+    round she received, exact envelopes. Both are bulletins, public: a receipt shows nothing of her group or
+    record. Two receipts of one round and key stating different roots are a proof of equivocation
+    (`combine_receipts`): the victim of a roster of her own, done before the real roster was
     published (SPEC §3, ``release_first``), still holds hers, and any other subject holds the real one."""
 
     announce: bytes
@@ -107,8 +107,8 @@ class RosterReceipt:
 def combine_receipts(receipts: Sequence[RosterReceipt]) -> tuple[list[EquivocationEvidence], list[str]]:
     """Proofs of equivocation made of receipts (one per root beyond the first, per round and key), and why
     each receipt that proves nothing was left out (it does not verify, its announce is no announce, its statement
-    is not a roster or release of the announce's round and signer)."""
-    first: dict[tuple[bytes, bytes], tuple[RosterReceipt, bytes]] = {}
+    is not a roster of the announce's round and signer)."""
+    first: dict[tuple[bytes, bytes], RosterReceipt] = {}
     proofs: list[EquivocationEvidence] = []
     seen: set[tuple[bytes, bytes, bytes]] = set()
     problems: list[str] = []
@@ -119,18 +119,18 @@ def combine_receipts(receipts: Sequence[RosterReceipt]) -> tuple[list[Equivocati
         except RemoteProtocolError as exc:
             problems.append(f"a receipt does not decode or verify ({exc.reason})")
             continue
-        root = stated_roster_root(statement) if not isinstance(statement, Assign) else None
-        if not isinstance(announce, Announce) or root is None or statement.round_id != announce.round_id \
-                or statement.sender != announce.sender:
-            problems.append("a receipt that is not an announce and a roster or release of its round and signer")
+        if not isinstance(announce, Announce) or not isinstance(statement, Roster) \
+                or statement.round_id != announce.round_id or statement.sender != announce.sender:
+            problems.append("a receipt that is not an announce and a roster of its round and signer")
             continue
+        root = statement.merkle_root
         key = (announce.round_id, announce.sender)
         if (*key, root) in seen:
             continue
         seen.add((*key, root))
         if key not in first:
-            first[key] = (receipt, root)
+            first[key] = receipt
         else:
-            kept = first[key][0]
+            kept = first[key]
             proofs.append(EquivocationEvidence(kept.announce, kept.statement, receipt.statement))
     return proofs, problems

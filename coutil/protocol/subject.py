@@ -159,7 +159,7 @@ class SubjectNode(SubjectCore):
         return self._equivocation
 
     def roster_receipt(self) -> tuple[bytes, bytes] | None:
-        """The announce she took part on and the first roster (or release) of that round she received, exact
+        """The announce she took part on and the first roster of that round she received, exact
         envelopes: what she brings an auditor after any round, whatever happened, so that receipts of subjects
         shown different roots convict the collector even when none of them saw both
         (`coutil.protocol.equivocation.RosterReceipt`). None before she holds one."""
@@ -199,7 +199,8 @@ class SubjectNode(SubjectCore):
             if root is not None and self._round_id is not None and sender == self._collector_key:
                 # Of her round (checked above), in any state, taken or not. Before she joins a round a roster of
                 # another round would pass the check above: it must not take the slot of her round's first root.
-                self._note_root(root, payload, bulletin=not isinstance(message, Assign))
+                self._note_root(root, payload, bulletin=not isinstance(message, Assign),
+                                roster=isinstance(message, Roster))
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -217,15 +218,16 @@ class SubjectNode(SubjectCore):
             return []
 
     # ------------------------------------------------------------------ helpers
-    def _note_root(self, root: bytes, envelope: bytes, *, bulletin: bool) -> None:
+    def _note_root(self, root: bytes, envelope: bytes, *, bulletin: bool, roster: bool) -> None:
         """A roster root her round's collector signed (in a roster, an assign, a release: `stated_roster_root`;
         ``bulletin``: not an assign). The first is kept with its envelope; one with another root is, with it and
         the announce she took part on, her proof that the collector equivocated (an honest collector has one
-        roster per round, SPEC §4 group): `equivocation_evidence`. The first bulletin is her receipt
-        (`roster_receipt`), and replaces a first assign of the same root: the roster envelope is shared by every
-        subject a process hosts, an assign (a few kB) is hers alone, and an assign arrives first as often as not."""
-        if bulletin and self._receipt_envelope is None:
-            self._receipt_envelope = envelope  # a bulletin: her receipt shows nothing of her group
+        roster per round, SPEC §4 group): `equivocation_evidence`. The first roster is her receipt
+        (`roster_receipt`: nothing of her group, a few hundred bytes). A bulletin replaces a first assign of the
+        same root: the roster envelope is shared by every subject a process hosts, an assign (a few kB) is hers
+        alone, and an assign arrives first as often as not."""
+        if roster and self._receipt_envelope is None:
+            self._receipt_envelope = envelope
         if self._first_root is None or (root == self._first_root and bulletin and not self._root_is_bulletin):
             self._root_envelope, self._first_root, self._root_is_bulletin = envelope, root, bulletin
         elif self._equivocation is None and root != self._first_root:

@@ -171,7 +171,7 @@ class SubjectCore:
         self._root_envelope = b""
         self._first_root: bytes | None = None
         self._root_is_bulletin = False
-        #: The first roster (or release) of her round, exact envelope: her receipt (`roster_receipt`).
+        #: The first roster of her round, exact envelope: her receipt (`roster_receipt`).
         self._receipt_envelope: bytes | None = None
         self._equivocation: tuple[bytes, bytes, bytes] | None = None
         #: The root of the roster broadcast on its retained bulletin topic (an answer on her inbox is only a

@@ -18,13 +18,13 @@ withholds the round and publishes no transcript (`SubjectNode.equivocation_evide
 compares that key with the collector's published identity (``coutil verify --collector-key``).
 
 Every subject also brings her receipt after any round (`RosterReceipt`: the announce and the first roster
-or release she received): receipts of subjects shown different roots combine into such a proof.
+she received): receipts of subjects shown different roots combine into such a proof.
 
 File layout (JSON): a list of ``{"verdict": hex envelope, "verdict_ack": hex envelope}``,
 ``{"equivocation": [hex announce, hex first, hex second]}`` and ``{"receipt": [hex announce, hex
 statement]}`` objects (or one such object). A run directory holds ``evidence.json``: the pairs of the
 simulated subjects whose verdict the transcript lacks, every proof of equivocation they hold, and their
-receipts, one per distinct roster or release envelope (an honest round: one), as they would bring them
+receipts, one per distinct roster (an honest round: one), as they would bring them
 (every driver writes it: the in-memory bus, and MQTT, where worker processes report their subjects'
 evidence).
 """

@@ -259,7 +259,7 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
     with the subjects' acknowledged verdicts (``evidence``: each subject's pair, or None) also
     ``evidence.json``, the pairs whose verdict the transcript lacks and the proofs of equivocation the
     subjects hold (``equivocations``, `SubjectNode.equivocation_evidence`) and their receipts (``receipts``,
-    `SubjectNode.roster_receipt`, one per distinct statement; `coutil.round.evidence`).
+    `SubjectNode.roster_receipt`, written once per distinct receipt; `coutil.round.evidence`).
 
     All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
     ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
@@ -272,7 +272,7 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
             if evidence is not None:
                 write_evidence(staging / EVIDENCE_NAME, [*missing_from(transcript.verdicts, evidence),
                                                          *(EquivocationEvidence(*e) for e in equivocations),
-                                                         *(RosterReceipt(*r) for r in receipts)])
+                                                         *dict.fromkeys(RosterReceipt(*r) for r in receipts)])
 
 
 def _write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path) -> None:

@@ -157,8 +157,10 @@ def test_run_keeps_the_subjects_evidence_of_hidden_verdicts(workers: int, tmp_pa
     code, err, out, entry = _run_against('strategy = "split-view-release"\nhide_complaints = true\n', workers,
                                          tmp_path, capsys)
     assert code in (0, 5), err
-    evidence = [e for e in json.loads((out / "evidence.json").read_text()) if "verdict" in e]
+    kept = json.loads((out / "evidence.json").read_text())
+    evidence = [e for e in kept if "verdict" in e]
     assert evidence, "nothing hidden"
+    assert len([e for e in kept if "receipt" in e]) == 1  # one roster: one receipt, from every worker together
     assert entry["auditor"]["acknowledged_verdict_missing"] == len(evidence) and entry["public"]
     assert main(["verify", str(out), "--json"]) == 3
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}

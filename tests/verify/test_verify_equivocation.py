@@ -14,7 +14,7 @@ import pytest
 from coutil.cli import main
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
-from coutil.protocol.messages import Announce, Roster, RoundParams
+from coutil.protocol.messages import Announce, Assign, Roster, RoundParams
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
@@ -182,3 +182,33 @@ def test_receipts_convict_a_collector_whose_victim_never_saw_the_second_root(
         checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
         statuses.append(checks["equivocation"]["status"])
     assert sorted(statuses) == ["fail", "pass"]
+
+
+def test_her_kept_root_prefers_the_roster_to_an_assign_of_the_same_root_and_keeps_the_proof() -> None:
+    """An assign often arrives before the roster: the roster of the same root then replaces it as her first root
+    (a shared bulletin, not her own kB), and her receipt is the roster; an assign of another root after it is a
+    proof made of the roster and that assign."""
+    identity = crypto.SigningKey(bytes(range(32)))
+    params = RoundParams(
+        qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
+        step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
+        min_permutation_distance=0, random_records=50, alpha=0.05)
+    round_id = b"r" * 16
+    node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
+    node.receive(topics.ANNOUNCE, codec.encode(Announce(round_id, identity.public, params), identity), 1.0)
+
+    def assign(root: bytes) -> bytes:
+        return codec.encode(Assign(round_id, identity.public, node.public_key, 0, (), root, 0, (node.public_key,),
+                                   (1.0, 2.0), ()), identity)
+
+    roster = codec.encode(Roster(round_id, identity.public, 10, b"y" * 32, 4), identity)
+    inbox = topics.inbox(round_id, node.public_key)
+    node.receive(inbox, assign(b"y" * 32), 2.0)
+    assert node.roster_receipt() is None and node.equivocation_evidence() is None
+    node.receive(topics.roster(round_id), roster, 3.0)
+    receipt = node.roster_receipt()
+    assert receipt is not None and receipt[1] == roster
+    node.receive(inbox, assign(b"z" * 32), 4.0)
+    proof = node.equivocation_evidence()
+    assert proof is not None and proof[1] == roster and proof[2] == assign(b"z" * 32)
+    assert not check_equivocation(EquivocationEvidence(*proof), round_id, identity.public).problem
