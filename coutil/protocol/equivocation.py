@@ -26,7 +26,7 @@ __all__ = ["CheckedEquivocation", "EquivocationEvidence", "RosterReceipt", "chec
 def stated_roster_root(message: Message) -> bytes | None:
     """The roster root a collector message states (a roster's, an assign's, a release's), else None. An honest
     collector has one roster per round, so two of its messages of one round stating different roots prove that
-    it showed subjects different rosters (`coutil.round.evidence`, SPEC §3 "split roster")."""
+    it showed subjects different rosters (`check_equivocation`, SPEC §3 "split roster")."""
     if isinstance(message, (Roster, Assign)):
         return message.merkle_root
     if isinstance(message, Release):

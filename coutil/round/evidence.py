@@ -107,23 +107,22 @@ def read_evidence(path: Path) -> list[Evidence]:
     for number, entry in enumerate(entries, 1):
         try:
             if isinstance(entry, dict) and "receipt" in entry:
-                envelopes = entry["receipt"]
-                if not isinstance(envelopes, list) or len(envelopes) != 2:
-                    raise ValueError("not two envelopes")
-                announce, statement = (bytes.fromhex(e) for e in envelopes)
-                items.append(RosterReceipt(announce, statement))
+                items.append(RosterReceipt(*_envelopes(entry["receipt"], 2)))
             elif isinstance(entry, dict) and "equivocation" in entry:
-                envelopes = entry["equivocation"]
-                if not isinstance(envelopes, list) or len(envelopes) != 3:
-                    raise ValueError("not three envelopes")
-                announce, first, second = (bytes.fromhex(e) for e in envelopes)
-                items.append(EquivocationEvidence(announce, first, second))
+                items.append(EquivocationEvidence(*_envelopes(entry["equivocation"], 3)))
             else:
                 items.append(VerdictEvidence(bytes.fromhex(entry["verdict"]), bytes.fromhex(entry["verdict_ack"])))
         except (TypeError, KeyError, ValueError):
             raise InputError(f"{path}: entry {number} is none of {{\"verdict\": hex, \"verdict_ack\": hex}}, "
                              "{\"equivocation\": [hex, hex, hex]}, {\"receipt\": [hex, hex]}") from None
     return items
+
+
+def _envelopes(value: object, count: int) -> list[bytes]:
+    """A JSON list of ``count`` hex envelopes (ValueError or TypeError otherwise)."""
+    if not isinstance(value, list) or len(value) != count:
+        raise ValueError(f"not {count} envelopes")
+    return [bytes.fromhex(e) for e in value]
 
 
 def missing_from(published: Sequence[bytes], pairs: Iterable[tuple[bytes, bytes] | None]) -> list[VerdictEvidence]:
