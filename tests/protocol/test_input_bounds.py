@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coutil.errors import InputError
+from coutil.errors import InputError, RemoteProtocolError
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import MAX_QI_MAGNITUDE, RoundConfig
@@ -118,3 +118,66 @@ def test_large_signed_messages_are_not_kept_alive_beyond_a_byte_budget() -> None
     held.update((id(data), len(data)) for data, _, _ in cache._large_objects)
     assert sum(held.values()) <= cache.LARGE_BYTES
     assert len(held) >= 1  # a bulletin (the newest large message) stays cached
+
+
+def _hostile_batch(entries: int, entry: bytes, tag: str = "batch") -> bytes:
+    """An unsigned envelope whose payload holds ``entries`` small entries in arrays of 2^16 (each under
+    every per-array limit, so that only the total can stop it)."""
+    import msgpack
+
+    per = 2**16
+    arrays = [b"\xdd" + per.to_bytes(4, "big") + entry * per for _ in range(max(1, entries // per))]
+    payload = b"".join([b"\xdd" + (1 + len(arrays)).to_bytes(4, "big"), msgpack.packb(tag), *arrays])
+    return bytes(msgpack.packb([codec.PROTOCOL_VERSION, payload, bytes(64)], use_bin_type=True))
+
+
+@pytest.mark.parametrize(("entry", "tag"), [(b"\x91\x00", "batch"), (b"\xcd\x12\x34", "vote"),
+                                            (b"\x91\x00", "release")])
+def test_a_message_of_many_small_entries_is_refused_before_it_costs_many_times_its_size(entry: bytes,
+                                                                                         tag: str) -> None:
+    """Found by an attacker: a message is decoded before its signature can be checked, and msgpack builds an
+    object of 30-100 bytes per entry whatever its size on the wire: 60 MiB of 1-entry arrays cost 1.7 GB
+    while decoding (`simulations/bench/bench_decode_bounds.py`). The arrays of a payload now hold at most
+    `Limits.max_payload_entries` entries together (the release `max_release_entries`): REJECT ``oversized``,
+    having built at most that many."""
+    import tracemalloc
+
+    data = _hostile_batch(3 * codec.MAX_RELEASE_ENTRIES, entry, tag)  # 12-18 MiB on the wire
+    tracemalloc.start()
+    try:
+        with pytest.raises(RemoteProtocolError) as refused:
+            codec.decode(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.reason == "oversized"
+    assert "entries in all" in refused.value.detail
+    # At most about 64 bytes per entry of the budget (a 1-entry array and its pointer), where without it
+    # every entry of the message was built (three times the budget), then REJECT bad_field.
+    budget = codec.MAX_RELEASE_ENTRIES if tag == "release" else codec.MAX_PAYLOAD_ENTRIES
+    assert peak < 100 * budget, (peak, len(data))
+
+
+def test_the_largest_honest_messages_fit_the_entry_budgets() -> None:
+    """The budgets refuse no honest message: a release with both per-group arrays at their 2^20-entry limit,
+    and an assign whose every array is at the 4,096-entry limit with 64-hash proofs (more than any roster of
+    at most 2^53 subjects needs), decode; one entry more than the budget is REJECT ``oversized``."""
+    from coutil.protocol.messages import Assign, Release
+
+    key = crypto.SigningKey.generate(SeededRandom("collector"))
+    groups = codec.MAX_LONG_ARRAY_ENTRIES
+    release = Release(bytes(16), key.public, ("a", "b"), tuple(range(groups)), (1,) * groups, bytes(16 * groups),
+                      bytes(32), bytes(32))
+    assert codec.decode(codec.encode(release, key)).message == release
+    width = codec.MAX_ARRAY_ENTRIES
+    proof = (bytes(32),) * 64
+    assign = Assign(bytes(16), key.public, key.public, 0, proof, bytes(32), 0, (key.public,) * width,
+                    (0.0,) * width, ((1, bytes(32), proof),) * (width - 1))
+    data = codec.encode(assign, key)
+    assert codec.decode(data).message == assign
+    entries = 11 + 64 + 2 * width + (width - 1) * (1 + 3 + 64)  # the fellows: an entry, a triple, a proof
+    assert entries <= codec.MAX_PAYLOAD_ENTRIES
+    with pytest.raises(RemoteProtocolError) as refused:
+        codec.decode(data, codec.Limits(max_payload_entries=entries - 1))
+    assert refused.value.reason == "oversized"
+    assert codec.decode(data, codec.Limits(max_payload_entries=entries)).message == assign
