@@ -112,8 +112,11 @@ RoundOption = Annotated[str | None, typer.Option("--round", help="Round id in he
 def _refuse_database_files(outputs: dict[str, Path], db: Path) -> None:
     """`InputError` for an output onto a file of the database beside it, even with --force (documented for
     the database alone): the secret is the collector's signing identity (a new one could never re-announce
-    its rounds), the -wal file holds its latest commits and the -shm file indexes them."""
-    companions = {"the collector's secret file": db.with_name(db.name + ".secret"),
+    its rounds), the -wal file holds its latest commits and the -shm file indexes them; a lock file replaced
+    under a running service would let a second one start."""
+    from coutil.collector.service import lock_path, secret_path
+
+    companions = {"the collector's secret file": secret_path(db), "the service's lock file": lock_path(db),
                   "the database's write-ahead log": db.with_name(db.name + "-wal"),
                   "the database's shared-memory index": db.with_name(db.name + "-shm")}
     for option, path in outputs.items():

@@ -37,10 +37,12 @@ bytes from which the collector's signing key and each round's random stream are 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +80,41 @@ _RUN_EVENTS = (RunStarted, GroupMerged, GroupDissolved, MemberExcluded)
 def secret_path(db_path: Path) -> Path:
     """Where the service's secret seed of the database ``db_path`` lives: ``<db>.secret``."""
     return db_path.with_name(db_path.name + ".secret")
+
+
+def lock_path(db_path: Path) -> Path:
+    """The lock file of the service serving the database ``db_path``: ``<db>.lock``."""
+    return db_path.with_name(db_path.name + ".lock")
+
+
+@contextlib.contextmanager
+def serving_lock(db_path: Path) -> Iterator[None]:
+    """Hold the database for one service, or `InputError` (exit 2) naming the process that holds it.
+
+    Two services on one database would each resume its open round from the same secret and sign it a
+    roster of their own: to its subjects, a collector that equivocated (SPEC §4, proof of equivocation).
+    An advisory lock (``flock``) on ``<db>.lock``, released by the kernel however the holder ends (a crash
+    or SIGKILL leaves no stale lock); the file holds the holder's pid for this message and stays in place.
+    Commands that only read the database (``status``, ``export``) take no lock.
+    """
+    path = lock_path(db_path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open the service's lock file ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 20, 0).decode("ascii", errors="replace").strip()
+            raise InputError(f"{db_path}: already served by another `coutil collector serve` (pid "
+                             f"{holder if holder.isdigit() else 'unknown'}); a second service would sign other "
+                             "rosters for its rounds: stop that one first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def load_secret(db_path: Path) -> bytes | None:

@@ -11,6 +11,7 @@ import pytest
 
 from coutil.cli import main
 from coutil.collector.storage import CollectorStore
+from coutil.errors import InputError
 from coutil.protocol import codec, crypto
 from coutil.protocol.messages import Verdict
 
@@ -38,7 +39,7 @@ def _db(tmp_path: Path, *, phase: str = "done") -> Path:
 
 # ------------------------------------------------------------------ C: outputs onto the database's own files
 
-@pytest.mark.parametrize("suffix", [".secret", "-wal", "-shm"])
+@pytest.mark.parametrize("suffix", [".secret", ".lock", "-wal", "-shm"])
 @pytest.mark.parametrize("option", ["--verdicts", "--manifest", "--transcript", "-o"])
 def test_export_refuses_to_write_over_the_files_beside_the_database_even_with_force(
         tmp_path: Path, suffix: str, option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,3 +124,45 @@ def test_a_ca_file_that_is_a_directory_is_called_one(tmp_path: Path, command: li
     assert main([*argv, "--broker", "mqtts://127.0.0.1:1", "--ca-file", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"--ca-file {tmp_path}: is a directory" in err and "does not exist" not in err
+
+
+# ------------------------------------------------------------------ I: two services on one database
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from coutil.collector.service import serving_lock
+with serving_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_second_service_on_a_database_already_served_is_refused_before_it_writes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker (not run then): two `coutil collector serve` on one database each resumed its open
+    round from the same secret and could sign it two rosters (a collector equivocating, to its subjects). The
+    second is refused with exit 2 and one line naming the first's pid, before it creates the secret or a round
+    (and before it connects: the broker here does not exist); once the first ends, the database serves again."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "c.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        code = main(["collector", "serve", "--db", str(db), "--k", "3", "--broker", "mqtt://127.0.0.1:1"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, err
+        assert err.count("\n") == 0 and f"already served by another `coutil collector serve` (pid {holder.pid})" in err
+        assert not (tmp_path / "c.sqlite.secret").exists()
+        with CollectorStore(db) as store:
+            assert store.rounds() == []
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel released the killed holder's lock: no stale lock file to remove by hand.
+    from coutil.collector.service import serving_lock
+
+    with serving_lock(db), pytest.raises(InputError, match=f"pid {os.getpid()}"), serving_lock(db):
+        pass
