@@ -491,9 +491,12 @@ def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round
         check.fail(f"the collector key {checked.collector_key.hex()} signed two roster roots for round "
                    f"{checked.round_id.hex()}: {checked.statement} (the subjects' evidence)")
     if check.status == "pass":
-        check.notes.append(f"{len(proofs)} proof(s) of equivocation from {len(receipts)} receipt(s) and the "
+        # Counted as taken: those that decode as an announce and a roster of its round (the transcript's own
+        # receipt included), not those given.
+        taken = len(receipts) + (published is not None) - len(problems)
+        check.notes.append(f"{len(proofs)} proof(s) of equivocation from {taken} receipt(s) taken and the "
                            "subjects' proofs, none valid" if proofs else
-                           f"no subject shows two roster roots ({len(receipts)} receipt(s), one root)")
+                           f"no subject shows two roster roots ({taken} receipt(s) taken, one root per round)")
     return proven
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from coutil.cli import main
 from coutil.protocol import codec, crypto, topics
-from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
+from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation
 from coutil.protocol.messages import Announce, Assign, Roster, RoundParams
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.states import SubjectState
@@ -75,6 +75,17 @@ def test_an_honest_round_leaves_no_proof(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["verify", str(out), "--json"]) == 0
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["equivocation"]["status"] == "pass"
+    # Hers and the transcript's; a receipt brought beside them that is no receipt (an assign for a roster) is
+    # noted and not counted among those taken.
+    assert "(2 receipt(s) taken, one root per round)" in " ".join(checks["equivocation"]["notes"])
+    t = json.loads((out / "transcript.json").read_text())
+    brought = tmp_path / "brought.json"
+    brought.write_text(json.dumps([RosterReceipt(bytes.fromhex(t["announce"]),
+                                                 bytes.fromhex(t["assignments"][0])).as_dict()]))
+    assert main(["verify", str(out), "--evidence", str(brought), "--json"]) == 0
+    notes = " ".join(next(c for c in json.loads(capsys.readouterr().out)["checks"]
+                          if c["check"] == "equivocation")["notes"])
+    assert "(2 receipt(s) taken, one root per round)" in notes and "evidence not taken" in notes
 
 
 def test_a_proof_that_proves_nothing_is_not_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
