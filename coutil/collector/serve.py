@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coutil.collector.logs import log_event
-from coutil.collector.service import PersistentCollector, create_secret, load_secret, open_round, serving_lock
+from coutil.collector.service import (
+    PersistentCollector,
+    check_identity,
+    create_secret,
+    load_secret,
+    open_round,
+    serving_lock,
+)
 from coutil.collector.storage import CollectorStore
 from coutil.errors import NetworkError
 from coutil.net.hosting import host_nodes
@@ -85,6 +92,7 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
         store = stack.enter_context(CollectorStore(db))
         # One service per database, before the secret or a round is written.
         stack.enter_context(serving_lock(db))
+        check_identity(store, db, secret)
         if secret is None:
             secret = create_secret(db)
         processes = stack.enter_context(ProcessPool()) if config.expected_subjects >= PROCESS_POOL_FROM else None

@@ -159,6 +159,25 @@ def load_or_create_secret(db_path: Path) -> bytes:
     return secret if secret is not None else create_secret(db_path)
 
 
+def check_identity(store: CollectorStore, db_path: Path, secret: bytes | None) -> None:
+    """`InputError` (exit 2) when the secret beside the database is not the one that signed its rounds.
+
+    A database moved or restored without its ``<db>.secret`` (or beside another database's) would otherwise
+    get a new secret, i.e. a new collector identity: its subjects, who pin the old key, would ignore every
+    message of the service, and its open round would be aborted. Refused before anything is written."""
+    signed_by = store.latest_collector_key()
+    if signed_by is None:
+        return
+    path = secret_path(db_path)
+    if secret is None:
+        raise InputError(f"{db_path}: its rounds were signed by collector key {signed_by.hex()}, but {path} is "
+                         "missing: restore it from the database's backup (a new secret would be a new collector "
+                         "identity, which its subjects do not know); a new collector starts a new database")
+    if identity_from_secret(secret).public != signed_by:
+        raise InputError(f"{path}: not the secret of the collector key {signed_by.hex()} that signed the rounds of "
+                         f"{db_path}: restore that database's own secret")
+
+
 def identity_from_secret(secret: bytes) -> crypto.SigningKey:
     return crypto.SigningKey.from_seed(hashlib.sha256(b"coutil collector identity" + secret).digest())
 

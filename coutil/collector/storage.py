@@ -503,6 +503,13 @@ class CollectorStore:
                                  _real(r[2], "rounds.created_at"), _real(r[3], "rounds.updated_at"),
                                  _integer(r[4], "registrations")) for r in rows]
 
+    def latest_collector_key(self) -> bytes | None:
+        """The collector key that signed the newest round (None in a database without rounds)."""
+        with self._reading():
+            row = self._db.execute("SELECT collector_key FROM rounds ORDER BY created_at DESC, rowid DESC "
+                                   "LIMIT 1").fetchone()
+            return None if row is None else _blob(row[0], "rounds.collector_key")
+
     def latest_round(self) -> RoundSummary | None:
         rounds = self.rounds()
         return rounds[-1] if rounds else None

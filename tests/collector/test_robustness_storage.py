@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from coutil.cli import main
-from coutil.collector.service import open_round
+from coutil.collector.service import identity_from_secret, open_round
 from coutil.collector.storage import CollectorStore
 from coutil.errors import ExitCode, StorageError
 from coutil.protocol.config import RoundConfig
@@ -224,6 +224,34 @@ def test_a_resumable_round_whose_parameters_this_coutil_cannot_take_is_aborted_n
         assert opened.how.startswith(f"new after aborting {ROUND.hex()} (its stored parameters are not this")
         old = store.load_round(ROUND)
         assert old.phase == "aborted" and len(old.registrations) == 3 and old.release_csv == "a,b\n1,2\n"
+
+
+def test_a_database_without_the_secret_of_its_rounds_is_refused_not_given_a_new_identity(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A database moved or restored without its secret got a new one, i.e. a new collector identity its
+    subjects do not know (they pin the old key and would ignore the service), and its open round was aborted.
+    Now exit 2 naming the key that signed its rounds, before anything is written; so is another collector's
+    secret. The right secret serves it (here up to the broker, which does not exist: exit 6)."""
+    db = _stored_db(tmp_path / "c.sqlite", registrations=3)
+    with CollectorStore(db) as store:
+        before = store.rounds()
+    serve = ["collector", "serve", "--broker", "mqtt://127.0.0.1:1", "--db", str(db), "--k", "3"]
+    assert main(serve) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"collector key {'07' * 32}" in line and "c.sqlite.secret is missing" in line
+    assert not (tmp_path / "c.sqlite.secret").exists()
+    (tmp_path / "c.sqlite.secret").write_bytes(b"\x05" * 32)
+    assert main(serve) == 2
+    assert "not the secret of the collector key" in _one_line(capsys.readouterr().err)
+    with CollectorStore(db) as store:
+        assert store.rounds() == before
+    own = tmp_path / "own.sqlite"
+    with CollectorStore(own) as store:
+        store.create_round(ROUND, {"k": 3}, collector_key=identity_from_secret(b"\x05" * 32).public, now=100.0,
+                           announce=b"announce")
+    (tmp_path / "own.sqlite.secret").write_bytes(b"\x05" * 32)
+    assert main([*serve[:5], str(own), *serve[6:]]) == 6
+    capsys.readouterr()
 
 
 # ------------------------------------------------------------------------------- H: check before creating
