@@ -51,6 +51,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "fabricate-members": "coutil.adversary.collector:FabricateMembers",
     "publish-below-k": "coutil.adversary.collector:PublishBelowK",
     "erase-complaints": "coutil.adversary.collector:EraseComplaints",
+    "route-merge": "coutil.adversary.collector:RouteMerge",
     "split-assign": "coutil.adversary.private_run:SplitAssign",
     "split-announce": "coutil.adversary.private_run:SplitAnnounce",
     "split-roster": "coutil.adversary.private_run:SplitRoster",

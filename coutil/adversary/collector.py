@@ -16,6 +16,8 @@ infers which records it can attribute to their owner.
   victim's QIs and runs them as members; ``isolate = true`` also forms the group {victim + Sybils}
   (`_on_register`, message routing);
 - ``publish-below-k``: publishes its first group with k - 1 rows (`_publish_release`);
+- ``route-merge``: merges a group fallen below k into the ``rank``-th nearest group still sealed, not the
+  nearest (`_merge_target`);
 - ``erase-complaints``: shows the victim a split view of her group's first run, then names every member
   its later runs keep as excluded, to clear the complaints (`_start_run`);
 - ``split-assign`` (`coutil.adversary.private_run`): keeps the victim apart, with identities of its
@@ -56,7 +58,7 @@ from coutil.protocol.subject import SubjectNode
 __all__ = [
     "CollectorStrategy", "DropSubject", "EraseComplaints", "FabricateMembers", "IsolateVictim", "Opening",
     "PublishBelowK",
-    "RerunSubtract", "SplitViewRelease", "SplitViewRoster", "arrival_delay",
+    "RerunSubtract", "RouteMerge", "SplitViewRelease", "SplitViewRoster", "arrival_delay",
 ]
 
 
@@ -324,6 +326,41 @@ class DropSubject(CollectorStrategy):
                 assert self.victim_key is not None
                 out.extend(self._exclude(group, ((self.victim_key, "silent"),), now))
         return out + super()._progress(touched, now)
+
+
+class RouteMerge(CollectorStrategy):
+    """Merges a group fallen below k into the ``rank``-th nearest group still sealed (2: the second nearest;
+    0: the farthest) instead of the nearest, e.g. a group of members colluding with it, who then take their
+    own records out of its release: the movers'. With ``drop`` (the default) it makes the victim's group fall
+    below k itself, excluding her group-mates `silent` once her run has every key; without, it waits for a
+    group to fall below k (dropouts). Honest in everything else: every statement it signs is consistent with
+    the merge it made."""
+
+    NAME = "route-merge"
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "rank": 0, "drop": True}
+    NEEDS_VICTIM = True
+
+    def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        for group in touched:
+            if self.params["drop"] and not self.deviated and self.victim_key in group.members and group.active \
+                    and not group.reveal_sent and group.all_keys():
+                mates = tuple((member, "silent") for member in group.members if member != self.victim_key)
+                out.extend(self._exclude(group, mates, now))
+        return out + super()._progress(touched, now)
+
+    def _merge_target(self, group: GroupState) -> GroupState | None:
+        nearest = super()._merge_target(group)
+        if nearest is None:
+            return None
+        here = self._centroid_of(group)
+        sealed = sorted((float(np.sum((self._centroid_of(other) - here) ** 2)), other.label) for other in
+                        self._groups.values() if other is not group and other.active and not other.opened
+                        and other.members)
+        rank = self.param_int("rank")
+        _, label = sealed[-1] if rank <= 0 else sealed[min(rank, len(sealed)) - 1]
+        self.deviated = True
+        return self._groups[label]
 
 
 class EraseComplaints(CollectorStrategy):

@@ -186,6 +186,10 @@ class CollectorCore:
             return np.asarray(self._centroids[group.label], dtype=np.float64)
         return np.asarray(self._qi_matrix[list(group.indices)].mean(axis=0), dtype=np.float64)
 
+    def _merge_target(self, group: GroupState) -> GroupState | None:
+        """Where the members of ``group``, fallen below k, go (SPEC §4): the nearest group still sealed."""
+        return merge_target(group, self._groups.values(), self._centroid_of)
+
     def _assign_message(self, key: bytes, key_index: int) -> Assign:
         assert self._tree is not None
         label = self._group_of[key]
@@ -488,7 +492,7 @@ class CollectorCore:
         # SafePub suppresses a class below k instead of merging it (a merge would release its records
         # under another class's generalization).
         mergeable = remaining and self.config.grouping == "mdav"
-        target = merge_target(group, self._groups.values(), self._centroid_of) if mergeable else None
+        target = self._merge_target(group) if mergeable else None
         if target is None:
             # No group left whose records are still sealed (or SafePub): these members cannot be protected.
             reason = "below_k_no_partner" if self.config.grouping == "mdav" else "suppressed_class"

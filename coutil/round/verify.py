@@ -446,20 +446,40 @@ def _suppressed_by_statement(r: VerifiedRound) -> set[bytes]:
             if reason in SUPPRESSIONS and group_of.get(key) == s.group}
 
 
+def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
+    """Members a signed shuffle_start excludes for themselves (`silent`, a blame: any reason but `merged` and the
+    suppressions), in a group they were assigned to."""
+    if not r.transcript.shuffle_starts_included:
+        return set()
+    return {key for key, items in r.statements().items()
+            if any(reason != "merged" and reason not in SUPPRESSIONS for _, _, _, reason in items)}
+
+
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     """Every complaint is a failure, except a `not_included` or `excluded_after_reveal` one from a member
-    whom a signed closing shuffle_start of her group names `suppressed` (reported in the notes)."""
+    whom a signed closing shuffle_start of her group names `suppressed`, and a `not_included` one from a member
+    a signed shuffle_start excluded (reported in the notes)."""
     suppressed = _suppressed_by_statement(r)
     explained = Counter(v.reason for v in r.verdicts
                         if not v.accept and v.reason in SUPPRESSION_COMPLAINTS and v.sender in suppressed)
+    # Found by an attacker: a subject cut off past her step deadline is excluded `silent` by an honest
+    # collector, comes back, gets the release and rightly says her record is not in it; that failed the round.
+    # Her exclusion is signed and explains it; a live member excluded `silent` at once (drop-subject) is what
+    # `exclusion_evidence` times, and one excluded at the deadline cannot be told from her (SPEC §3).
+    excluded = _excluded_by_statement(r) - suppressed
+    returned = Counter(v.reason for v in r.verdicts if not v.accept and v.reason == "not_included"
+                       and v.sender in excluded)
     reasons = Counter(v.reason if v.reason in VERDICT_REASONS else "(not a reason code)" for v in r.verdicts
-                      if not v.accept) - explained
+                      if not v.accept) - explained - returned
     for reason, count in sorted(reasons.items()):
         meaning = COMPLAINT_MEANING.get(reason, "a reason code this auditor does not know")
         check.fail(f"{count} subject{'s' if count > 1 else ''} complained {reason}: {meaning}")
     for reason, count in sorted(explained.items()):
         check.notes.append(f"{count} subject{'s' if count > 1 else ''} complained {reason}, each a member of a group "
                            "its signed closing shuffle_start suppressed (a dropout, not a deviation)")
+    for reason, count in sorted(returned.items()):
+        check.notes.append(f"{count} subject{'s' if count > 1 else ''} complained {reason}, each excluded by a signed "
+                           "shuffle_start (a dropout who came back; see exclusion_evidence for the timing)")
     reasons = Counter(v.reason if v.reason in VERDICT_REASONS else "(not a reason code)" for v in r.verdicts
                       if not v.accept)
     accepted = sum(1 for v in r.verdicts if v.accept and v.reason == "ok")

@@ -84,10 +84,10 @@ def _untouched(g: _Grouping, k: int, r: VerifiedRound) -> list[int]:
     return out
 
 
-def _nearest(g: _Grouping, r: VerifiedRound, check: Check, source: int, target: int, movers: set[bytes],
-             target_before: set[bytes]) -> None:
-    """No group certainly sealed at the merge (`_untouched`) is nearer to the movers' mean than the target
-    (its centroid while it had ``target_before``), nor as near with a lower number."""
+def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[bytes], target_before: set[bytes],
+             candidates: Sequence[tuple[int, np.ndarray]]) -> None:
+    """No group in ``candidates`` (label, centroid at the merge: groups certainly sealed then) is nearer to the
+    movers' mean than the target (its centroid while it had ``target_before``), nor as near with a lower number."""
     if not target_before:
         check.fail(f"group {source}'s members moved to group {target}, which had no members left")
         return
@@ -98,19 +98,45 @@ def _nearest(g: _Grouping, r: VerifiedRound, check: Check, source: int, target: 
         return
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
-    for other in g.untouched:
+    for other, centre in candidates:
         if other in (source, target):
             continue
-        d = float(np.sum((np.asarray(g.centres[other], dtype=np.float64) - here) ** 2))
+        d = float(np.sum((centre - here) ** 2))
         if d < distance or (d == distance and other < target):
             check.fail(f"group {source}'s remaining members merged into group {target} (squared distance "
                        f"{distance:.6g}), group {other}, still sealed, is nearer ({d:.6g}): not the nearest group")
             return
 
 
-def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[tuple[int, int, set[bytes], set[bytes]]]:
-    """Every merge the signed shuffle_starts state: (source, target, movers, target's members before), from
-    each closing shuffle_start naming members `merged` and the target's run started with them at once."""
+def _untouched_centres(g: _Grouping) -> list[tuple[int, np.ndarray]]:
+    return [(label, np.asarray(g.centres[label], dtype=np.float64)) for label in g.untouched]
+
+
+def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, np.ndarray]]:
+    """The groups certainly sealed when a merge was issued at ``t``, with their centroids then (found by an
+    attacker: comparing only the groups untouched for the whole round let a collector merge a victim past nearer
+    groups that lost a member after the merge, into a group of its colluders): every group whose latest signed
+    run issued before ``t`` has members (no group is opened before every merge, SPEC §4 share.7), with
+    those members' centroid; plus the groups untouched throughout. A group with a run issued at the very step of
+    the merge is left out unless untouched (the order of one step's changes is not signed)."""
+    out = dict(_untouched_centres(g))
+    for label, runs in g.runs_of.items():
+        if label in out or label not in g.expected:
+            continue
+        times = [r.issued(s) for s in runs]
+        if any(_same_time(when, t) for when in times):
+            continue
+        before = [s for s, when in zip(runs, times, strict=True) if when < t]
+        if before and before[-1].members:
+            out[label] = g.centroid(label, set(before[-1].members))
+    return sorted(out.items())
+
+
+def _merge_hops(g: _Grouping, r: VerifiedRound,
+                check: Check) -> list[tuple[int, int, set[bytes], set[bytes], float]]:
+    """Every merge the signed shuffle_starts state: (source, target, movers, target's members before, time of
+    issue), from each closing shuffle_start naming members `merged` and the target's run started with them at
+    once."""
     runs = r.runs()
     hops = []
     # The runs with members by time of issue, to find the ones started with a closing shuffle_start.
@@ -129,7 +155,7 @@ def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[tuple[int,
                        f"{'no' if not started else len(started)} run(s) of another group started with them then")
             continue
         [best] = started
-        hops.append((group, best.group, movers, set(best.members) - movers))
+        hops.append((group, best.group, movers, set(best.members) - movers, t))
     return hops
 
 
@@ -281,8 +307,8 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
 def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[int]) -> None:
     """Rule (b) of `check_grouping` for every merge."""
     if r.transcript.shuffle_starts_included:
-        for source, target, movers, before in _merge_hops(g, r, check):
-            _nearest(g, r, check, source, target, movers, before)
+        for source, target, movers, before, t in _merge_hops(g, r, check):
+            _nearest(g, check, source, target, movers, before, _sealed_at(g, r, t))
         return
     assigned = g.assigned
     excluded = r.transcript.exclusions
@@ -304,7 +330,7 @@ def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[in
         [source] = sources
         movers = movers_of[source]
         told = next(assigned[key].members for key in movers if sid_of(key) not in excluded)
-        _nearest(g, r, check, source, target, movers, set(told) - movers)
+        _nearest(g, check, source, target, movers, set(told) - movers, _untouched_centres(g))
     if unchecked:
         check.notes.append(f"{unchecked} merge(s) into a group that took several merges or moved on: which group was "
                            "nearest is not checked without the shuffle_starts")

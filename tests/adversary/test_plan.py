@@ -27,7 +27,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",
-        "split-roster-early"}
+        "split-roster-early",
+        # Found since: a merge routed to a group of its choosing (SPEC §3, the auditor's grouping check).
+        "route-merge"}
     for name in SUBJECT_STRATEGIES:
         assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:

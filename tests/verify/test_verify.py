@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from coutil.cli import main
-from coutil.net.memory import MemoryBus
+from coutil.net.memory import BusFaults, MemoryBus, Partition
 from coutil.protocol import codec, crypto, merkle, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupMessage
@@ -44,11 +44,12 @@ class Run:
 
 def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNode, *, n: int = 21, seed: int = 3,
               registrations: bool = True, sybils: int = 0, vanish: dict[int, float] | None = None,
-              config: RoundConfig = CONFIG) -> Run:
+              config: RoundConfig = CONFIG, cut_off: tuple[tuple[int, float, float], ...] = ()) -> Run:
     """One in-memory round with ``collector_class``; its run directory (release.csv, manifest.json,
     transcript.json, ...) written by the round layer's own `write_outputs`. ``sybils``: that many more
     subjects (fabricate-members: identities the collector controls) register, then fall silent;
-    ``vanish``: subject index -> the time she vanishes (honest dropouts); ``config``: the round's."""
+    ``vanish``: subject index -> the time she vanishes (honest dropouts); ``config``: the round's;
+    ``cut_off``: (subject index, from, until): her link partitioned for that while, then back."""
     vanish = vanish or {}
     data = synthetic_dataset(n + sybils, config, seed)
     qi = data.select(list(config.qi)).values
@@ -62,7 +63,8 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
     subjects = [SubjectNode(collector_key=collector.public_key, qi=qi[i], confidential=conf[i],
                             rng=root.fork(f"subject-{i}"), caches=caches, retry_interval=1.0)
                 for i in range(n + sybils)]
-    bus = MemoryBus(seed=seed)
+    partitions = tuple(Partition(frozenset({subjects[i].sid}), start, end) for i, start, end in cut_off)
+    bus = MemoryBus(seed=seed, faults=BusFaults(partitions=partitions))
     bus.add_node("collector", recorder)
     for subject in subjects:
         bus.add_node(subject.sid, subject)

@@ -15,6 +15,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.topics import sid_of
 from coutil.round.simulation import synthetic_dataset
+from coutil.round.transcript import read_transcript
 from tests.verify.test_verify import CONFIG, Run, failed, run_round, verify
 from tests.verify.test_verify_forgeries import MERGE_ROUND, Forge, _saved_and_failing, distance, move_to
 
@@ -35,6 +36,22 @@ def test_a_group_suppressed_at_the_reveal_verifies(tmp_path: Path, capsys: pytes
     complaints = next(c for c in result["checks"] if c["check"] == "complaints")
     assert sum(result["complaints_by_reason"].values()) > 0
     assert any("suppressed" in note for note in complaints["notes"])
+
+
+@pytest.mark.parametrize("seed", [2, 3, 5])
+def test_a_subject_excluded_silent_who_comes_back_and_complains_is_no_deviation(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker (a sweep of honest rounds over a lossy network): a subject cut off past her step
+    deadline is excluded `silent` by the honest collector, comes back, gets the release and complains
+    `not_included`, which the collector records. The auditor failed the honest round; her signed exclusion
+    explains the complaint (a note), and a complaint of any other kind still fails."""
+    run = run_round(tmp_path, n=20, seed=seed, cut_off=((2, 5.5, 19.0),))
+    code, result, _ = verify(run.directory, capsys)
+    assert code == 0, failed(result)
+    assert result["complaints_by_reason"] == {"not_included": 1}
+    complaints = next(c for c in result["checks"] if c["check"] == "complaints")
+    assert any("excluded by a signed shuffle_start" in note for note in complaints["notes"])
+    assert read_transcript(run.directory / "transcript.json").exclusions[run.subjects[2].sid] == "silent"
 
 
 def test_a_safepub_class_suppressed_after_its_run_is_counted_once(

@@ -234,6 +234,73 @@ def test_a_merge_into_a_farther_group_than_the_nearest_is_caught(
     assert any("not the nearest group" in p for p in _only_failure(run, capsys, "grouping"))
 
 
+def _route_plan(tmp_path: Path, seed: int) -> tuple[dict[int, float], int, bytes, int, dict[bytes, int]]:
+    """From the honest round of ``seed`` (n = 32): a victim in a group of exactly k, a group F at rank 2-4
+    by distance from her QIs, and when each subject vanishes: her group-mates after the grouping (she falls
+    below k), one member of every group nearer than F after the merge, before the reveal (those groups are
+    then suppressed). Returns (vanish, F's rank, the victim, F, subject index by key)."""
+    run = run_round(tmp_path / "plan", n=32, seed=seed)
+    forge = Forge(run)
+    keys = sorted(forge.qi_of)
+    matrix = np.array([forge.qi_of[key] for key in keys])
+    grouping = mdav(matrix, CONFIG.k)
+    groups: dict[int, list[bytes]] = {}
+    for key, label in zip(keys, grouping.groups.tolist(), strict=True):
+        groups.setdefault(int(label), []).append(key)
+    centres = np.asarray(grouping.centroids)
+    best: tuple[int, int, bytes, int, list[int]] | None = None
+    for label, members in groups.items():
+        if len(members) != CONFIG.k:
+            continue
+        for victim in members:
+            order = sorted((float(np.sum((centres[o] - np.array(forge.qi_of[victim])) ** 2)), o)
+                           for o in groups if o != label)
+            for rank in (4, 3, 2):
+                if best is None or rank > best[0]:
+                    best = (rank, label, victim, order[rank - 1][1], [o for _, o in order[:rank - 1]])
+    assert best is not None
+    rank, label, victim, far, nearer = best
+    index = {s.public_key: i for i, s in enumerate(run.subjects)}
+    vanish = {index[m]: 4.5 for m in groups[label] if m != victim}
+    vanish.update({index[groups[o][0]]: 15.3 for o in nearer})
+    return vanish, rank, victim, far, index
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_a_merge_routed_past_groups_that_lost_a_member_only_after_it_is_caught(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker: the auditor compared a merge's target only with the groups untouched for the
+    whole round, so a collector (`route-merge`, ``drop = false``) merged a victim whose group-mates dropped
+    out into the group of its choosing (F, 2nd-4th nearest), and one member of each nearer group vanishing
+    *after* the merge (dropouts, or members it dropped patiently: SPEC §3) took those groups out of the
+    comparison: verify passed, her record attributed by F's colluders. Every group whose signed runs show it
+    sealed when the merge was issued is now compared, with its centroid then. The honest collector, on the
+    same dropouts, merges her elsewhere and verifies."""
+    from coutil.adversary.collector import RouteMerge
+
+    vanish, rank, victim, far, _ = _route_plan(tmp_path, seed)
+
+    class Routing(RouteMerge):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.configure({"rank": rank, "drop": False})
+
+    honest = run_round(tmp_path / "honest", n=32, seed=seed, vanish=vanish)
+    code, result, _ = verify(honest.directory, capsys)
+    assert code == 0, result["first_problem"]
+    assert Forge(honest).group(far) == [] or victim not in Forge(honest).group(far)[0].members
+    run = run_round(tmp_path / "routed", Routing, n=32, seed=seed, vanish=vanish)
+    assert victim in Forge(run).group(far)[0].members  # the merge went where the collector wanted
+    problems = [p for p in _failed_checks(run, capsys).get("grouping", []) if "not the nearest group" in p]
+    assert problems and "still sealed, is nearer" in problems[0]
+
+
+def _failed_checks(run: Run, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    code, result, _ = verify(run.directory, capsys)
+    assert code == 3, result
+    return failed(result)
+
+
 def test_a_merged_group_released_with_a_centroid_other_than_its_members_mean_is_caught(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The merge target released (and assigned) with its MDAV centroid, not the mean of its final members."""
