@@ -359,7 +359,7 @@ class RouteMerge(CollectorStrategy):
                         and other.members)
         rank = self.param_int("rank")
         _, label = sealed[-1] if rank <= 0 else sealed[min(rank, len(sealed)) - 1]
-        self.deviated = True
+        self.deviated = self.deviated or label != nearest.label
         return self._groups[label]
 
 

@@ -92,6 +92,8 @@ def serve_rounds(address: BrokerAddress, db: Path, config: RoundConfig, *, round
         store = stack.enter_context(CollectorStore(db))
         # One service per database, before the secret or a round is written.
         stack.enter_context(serving_lock(db))
+        # Read again under the lock: a service that created it and ended since the first read.
+        secret = load_secret(db)
         check_identity(store, db, secret)
         if secret is None:
             secret = create_secret(db)

@@ -27,6 +27,7 @@ import msgpack
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import crypto
 from coutil.protocol.messages import MESSAGE_TYPES, Message, Release
+from coutil.protocol.unpack import array_size, first_str, unpack
 
 PROTOCOL_VERSION = 2
 SIGNATURE_DOMAIN = crypto.SIGNATURE_DOMAIN
@@ -35,13 +36,10 @@ MAX_MESSAGE_BYTES = 64 * 2**20
 MAX_ARRAY_ENTRIES = 4096
 MAX_LONG_ARRAY_ENTRIES = 2**20
 MAX_STRING_BYTES = 65536
-#: Entries of all the arrays of one payload together (SPEC §7.1): what a message may make its receiver
-#: build before its signature is checked. Decoding builds an object of some 30-100 bytes per entry, whatever
-#: its size on the wire (a 2-byte nested array, a 3-byte integer), so without this bound a 64 MiB message
-#: of small nested arrays cost about 700 MB while decoding, before REJECT. The release (two per-group arrays
-#: of up to 2^20 entries) has a larger bound than every other message, whose largest honest instance (an
-#: assign's fellows at the largest group the array limit admits, each with a 64-hash inclusion proof) holds
-#: about 2.8 x 10^5 entries.
+#: Entries of all the arrays of one payload together (SPEC §7.1; `coutil.protocol.unpack` says why). The
+#: release (two per-group arrays of up to 2^20 entries) has a larger bound than every other message, whose
+#: largest honest instance (an assign's fellows at the largest group the array limit admits, each with a
+#: 64-hash inclusion proof) holds about 2.8 x 10^5 entries.
 MAX_PAYLOAD_ENTRIES = 2**19
 MAX_RELEASE_ENTRIES = 2 * MAX_LONG_ARRAY_ENTRIES + 2**16
 #: Largest uint on the wire: integers stay exact in every language's double.
@@ -299,94 +297,22 @@ SCHEMAS: dict[str, _Struct] = {tag: _struct_of(cls, tag) for tag, cls in MESSAGE
 
 
 # ---------------------------------------------------------------------- msgpack
-class _ForbiddenTypeError(Exception):
-    pass
-
-
-def _no_ext(code: int, data: bytes) -> object:
-    raise _ForbiddenTypeError(f"extension type {code}")
-
-
-def _no_maps(pairs: object) -> object:
-    raise _ForbiddenTypeError("map")
-
-
-class _OverBudgetError(Exception):
-    pass
-
-
-class _EntryBudget:
-    """msgpack's ``list_hook``: counts the entries of every array as it is built and stops the decoding
-    once they exceed the budget, so what a hostile message makes its receiver build is bounded by the
-    budget (and one array of at most ``max_long_array_entries``), not by its size on the wire."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, entries: int) -> None:
-        self.left = entries
-
-    def __call__(self, array: tuple[object, ...]) -> tuple[object, ...]:
-        self.left -= len(array)
-        if self.left < 0:
-            raise _OverBudgetError
-        return array
-
-
 def _unpack(data: bytes, limits: Limits, what: str, entries: int, longest: int) -> Any:
-    try:
-        return msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=False,
-            strict_map_key=True,
-            ext_hook=_no_ext,
-            object_pairs_hook=_no_maps,  # maps and extension types are not part of the format
-            list_hook=_EntryBudget(entries),
-            max_str_len=limits.max_string_bytes,
-            max_bin_len=limits.max_message_bytes,
-            max_array_len=longest,
-        )
-    except _ForbiddenTypeError as exc:
-        raise RemoteProtocolError("not_msgpack", f"{what}: {exc} not allowed") from None
-    except _OverBudgetError:
-        raise RemoteProtocolError("oversized", f"{what}: arrays of more than {entries} entries in all") from None
-    except ValueError as exc:
-        if "exceeds max_" in str(exc):
-            raise RemoteProtocolError("oversized", f"{what}: {exc}") from None
-        raise RemoteProtocolError("not_msgpack", f"{what}: {exc}") from None
-    except Exception as exc:  # msgpack may raise other errors on hostile input (deep nesting, bad UTF-8)
-        raise RemoteProtocolError("not_msgpack", f"{what}: {type(exc).__name__}") from None
+    return unpack(data, what, entries=entries, longest=longest, max_str=limits.max_string_bytes,
+                  max_bin=limits.max_message_bytes)
 
 
-#: Bytes of the header of an array (fixarray, array 16, array 32) and of the length of a str (fixstr,
-#: str 8, 16, 32) by their first byte.
-_ARRAY_HEADER = {**{b: 1 for b in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}
-_STR_LENGTH = {0xD9: 1, 0xDA: 2, 0xDB: 4}
-
-
-def _payload_tag(payload: bytes) -> bytes | None:
-    """The raw bytes of a payload's tag (its first entry, a str), read from the headers without decoding
-    anything; None when the payload does not start with an array and a str."""
-    start = _ARRAY_HEADER.get(payload[0]) if payload else None
-    if start is None or len(payload) <= start:
-        return None
-    first = payload[start]
-    if 0xA0 <= first <= 0xBF:
-        size, start = first & 0x1F, start + 1
-    elif first in _STR_LENGTH:
-        width = _STR_LENGTH[first]
-        size, start = int.from_bytes(payload[start + 1:start + 1 + width], "big"), start + 1 + width
-    else:
-        return None
-    return bytes(payload[start:start + size])
-
-
-def _payload_entries(payload: bytes, limits: Limits) -> int:
-    """The entry budget of a payload (SPEC §7.1): the release's when its tag is ``release``."""
-    return limits.max_release_entries if _payload_tag(payload) == _RELEASE_TAG else limits.max_payload_entries
+def _payload_bounds(payload: bytes, limits: Limits) -> tuple[int, int]:
+    """A payload's entry budget and longest array (SPEC §7.1): a release's when its tag is ``release``, whose
+    per-group arrays may hold 2^20 entries; every other message's arrays at most ``max_array_entries``."""
+    if first_str(payload) == _RELEASE_TAG:
+        return limits.max_release_entries, limits.max_long_array_entries
+    return limits.max_payload_entries, limits.max_array_entries
 
 
 _RELEASE_TAG = Release.TAG.encode()
+#: What an envelope may build beyond its three entries before it is `bad_envelope` (a few nested arrays).
+_ENVELOPE_ENTRIES = 64
 
 
 def _open_envelope(data: bytes, limits: Limits) -> tuple[bytes, bytes]:
@@ -395,8 +321,12 @@ def _open_envelope(data: bytes, limits: Limits) -> tuple[bytes, bytes]:
         raise RemoteProtocolError("bad_envelope", f"expected bytes, got {type(data).__name__}")
     if len(data) > limits.max_message_bytes:
         raise RemoteProtocolError("oversized", f"{len(data)} bytes, limit {limits.max_message_bytes}")
-    # [version, payload, signature]: whatever else it holds is `bad_envelope` once decoded, within bounds.
-    envelope = _unpack(data, limits, "envelope", limits.max_array_entries, limits.max_array_entries)
+    # [version, payload, signature]: an array of another size is refused from its header, and inside one of
+    # three no array may hold more than three entries (what else it holds is `bad_envelope` once decoded).
+    size = array_size(data)
+    if size is not None and size != 3:
+        raise RemoteProtocolError("bad_envelope", "not an array of [version, payload, signature]")
+    envelope = _unpack(data, limits, "envelope", _ENVELOPE_ENTRIES, 3)
     if type(envelope) is not tuple or len(envelope) != 3:
         raise RemoteProtocolError("bad_envelope", "not an array of [version, payload, signature]")
     version, payload, signature = envelope
@@ -418,8 +348,7 @@ def peek_tag(data: bytes) -> str | None:
     act on a message, which `decode` checks in full."""
     try:
         payload, _ = _open_envelope(data, _PEEK_LIMITS)
-        inner = _unpack(payload, _PEEK_LIMITS, "payload", _payload_entries(payload, _PEEK_LIMITS),
-                        _PEEK_LIMITS.max_long_array_entries)
+        inner = _unpack(payload, _PEEK_LIMITS, "payload", *_payload_bounds(payload, _PEEK_LIMITS))
     except RemoteProtocolError:
         return None
     return inner[0] if type(inner) is tuple and inner and type(inner[0]) is str else None
@@ -450,7 +379,7 @@ class VerifiedEnvelopes:
 def _parse(data: bytes, limits: Limits) -> tuple[Message, bytes, bytes]:
     """SPEC §7.2 steps 1-5: (message, payload, signature), the signature not yet checked."""
     payload, signature = _open_envelope(data, limits)
-    body = _unpack(payload, limits, "payload", _payload_entries(payload, limits), limits.max_long_array_entries)
+    body = _unpack(payload, limits, "payload", *_payload_bounds(payload, limits))
     if type(body) is not tuple or len(body) < 3 or type(body[0]) is not str:
         raise RemoteProtocolError("bad_envelope", "payload is not an array [tag, round_id, sender, ...]")
     schema = SCHEMAS.get(body[0])

@@ -448,7 +448,7 @@ def _suppressed_by_statement(r: VerifiedRound) -> set[bytes]:
 
 def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
     """Members a signed shuffle_start excludes for themselves (`silent`, a blame: any reason but `merged` and the
-    suppressions), in a group they were assigned to."""
+    suppressions); that she was in that run is `exclusion_evidence`'s check."""
     if not r.transcript.shuffle_starts_included:
         return set()
     return {key for key, items in r.statements().items()

@@ -85,9 +85,10 @@ def _untouched(g: _Grouping, k: int, r: VerifiedRound) -> list[int]:
 
 
 def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[bytes], target_before: set[bytes],
-             candidates: Sequence[tuple[int, np.ndarray]]) -> None:
-    """No group in ``candidates`` (label, centroid at the merge: groups certainly sealed then) is nearer to the
-    movers' mean than the target (its centroid while it had ``target_before``), nor as near with a lower number."""
+             candidates: Sequence[tuple[int, list[np.ndarray]]]) -> None:
+    """No group in ``candidates`` (label, its possible centroids at the merge: groups certainly sealed then) is
+    nearer to the movers' mean than the target (its centroid while it had ``target_before``), nor as near with a
+    lower number, whichever of its possible centroids it had."""
     if not target_before:
         check.fail(f"group {source}'s members moved to group {target}, which had no members left")
         return
@@ -98,38 +99,55 @@ def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[b
         return
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
-    for other, centre in candidates:
+    for other, centres in candidates:
         if other in (source, target):
             continue
-        d = float(np.sum((centre - here) ** 2))
-        if d < distance or (d == distance and other < target):
+        ds = [float(np.sum((centre - here) ** 2)) for centre in centres]
+        if all(d < distance or (d == distance and other < target) for d in ds):
             check.fail(f"group {source}'s remaining members merged into group {target} (squared distance "
-                       f"{distance:.6g}), group {other}, still sealed, is nearer ({d:.6g}): not the nearest group")
+                       f"{distance:.6g}), group {other}, still sealed, is nearer ({max(ds):.6g}): "
+                       "not the nearest group")
             return
 
 
-def _untouched_centres(g: _Grouping) -> list[tuple[int, np.ndarray]]:
-    return [(label, np.asarray(g.centres[label], dtype=np.float64)) for label in g.untouched]
+def _untouched_centres(g: _Grouping) -> list[tuple[int, list[np.ndarray]]]:
+    return [(label, [np.asarray(g.centres[label], dtype=np.float64)]) for label in g.untouched]
 
 
-def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, np.ndarray]]:
-    """The groups certainly sealed when a merge was issued at ``t``, with their centroids then (found by an
-    attacker: comparing only the groups untouched for the whole round let a collector merge a victim past nearer
-    groups that lost a member after the merge, into a group of its colluders): every group whose latest signed
-    run issued before ``t`` has members (no group is opened before every merge, SPEC §4 share.7), with
-    those members' centroid; plus the groups untouched throughout. A group with a run issued at the very step of
-    the merge is left out unless untouched (the order of one step's changes is not signed)."""
+def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list[np.ndarray]]]:
+    """The groups certainly sealed when a merge was issued at ``t``, with their possible centroids then (found by
+    an attacker: comparing only the groups untouched for the whole round let a collector merge a victim past
+    nearer groups that lost a member after the merge, into a group of its colluders): every group whose latest
+    signed run issued before ``t`` has members (no group is opened before every merge, SPEC §4 share.7), at those
+    members' centroid, and the groups untouched throughout. The order of one step's changes is not signed: a
+    group with a run issued at the very time of the merge is compared under its members before and after it,
+    and not at all if that run closes it (a reviewer moved later changes to the merge's time)."""
     out = dict(_untouched_centres(g))
     for label, runs in g.runs_of.items():
         if label in out or label not in g.expected:
             continue
-        times = [r.issued(s) for s in runs]
-        if any(_same_time(when, t) for when in times):
-            continue
-        before = [s for s, when in zip(runs, times, strict=True) if when < t]
-        if before and before[-1].members:
-            out[label] = g.centroid(label, set(before[-1].members))
+        before = [s for s in runs if r.issued(s) < t and not _same_time(r.issued(s), t)]
+        at = [s for s in runs if _same_time(r.issued(s), t)]
+        if not before or not before[-1].members or (at and not at[-1].members) \
+                or any(key not in g.index for s in (before[-1], *at[-1:]) for key in s.members):
+            continue  # (a key not on the roster is a failure of its own: `_nearest`, exclusion_evidence)
+        out[label] = [g.centroid(label, set(s.members)) for s in (before[-1], *at[-1:])]
     return sorted(out.items())
+
+
+def _suppressed_before_merges(r: VerifiedRound, check: Check, merges: Sequence[tuple[int, float]]) -> None:
+    """Suppressions follow the reveal barrier, after every merge (SPEC §4 share.7): a group suppressed at or
+    before a merge's time is a record out of order (a reviewer dated later suppressions to a merge's time, to
+    take the nearer groups out of its comparison)."""
+    if not merges:
+        return
+    last_group, last = max(merges, key=lambda m: m[1])
+    for (group, run), s in sorted(r.runs().items()):
+        when = r.issued(s)
+        if not s.members and any(reason == "suppressed" for _, reason in s.excluded) \
+                and (when < last or _same_time(when, last)):
+            check.fail(f"group {group} run {run} suppresses its members at {when:.3f}, not after the merge of group "
+                       f"{last_group} at {last:.3f}: suppressions come after the reveal barrier, after every merge")
 
 
 def _merge_hops(g: _Grouping, r: VerifiedRound,
@@ -307,8 +325,10 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
 def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[int]) -> None:
     """Rule (b) of `check_grouping` for every merge."""
     if r.transcript.shuffle_starts_included:
-        for source, target, movers, before, t in _merge_hops(g, r, check):
+        hops = _merge_hops(g, r, check)
+        for source, target, movers, before, t in hops:
             _nearest(g, check, source, target, movers, before, _sealed_at(g, r, t))
+        _suppressed_before_merges(r, check, [(source, t) for source, _, _, _, t in hops])
         return
     assigned = g.assigned
     excluded = r.transcript.exclusions

@@ -12,7 +12,9 @@ not counted), the time of the first decode, and the outcome (every shape is refu
 
 Shapes: ``nested`` (a batch whose arrays hold 1-entry arrays, 2 bytes each on the wire), ``ints``
 (a batch whose arrays hold 3-byte integers), ``release-ints`` (the same under the release's tag, which has
-the larger budget), ``envelope`` (the envelope itself an array of 1-entry arrays). A table on stdout,
+the larger budget), ``chain`` and ``release-chain`` (arrays of 2^20 3-byte integers nested in one another:
+each still being built while the next is read, found by a reviewer of the budget), ``envelope`` (the
+envelope itself an array of 1-entry arrays). A table on stdout,
 ``results/bench_decode_bounds.json`` beside it. Compare with the code before the budget by running this
 file against a checkout of it (``PYTHONPATH=<checkout> python simulations/bench/bench_decode_bounds.py``).
 """
@@ -34,7 +36,7 @@ import msgpack
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_decode_bounds.json"
 ARRAY = 2**16  # entries per inner array: under every array limit, so only the total can stop it
-SHAPES = ("nested", "ints", "release-ints", "envelope")
+SHAPES = ("nested", "ints", "release-ints", "chain", "release-chain", "envelope")
 
 
 def _array(entries: int, entry: bytes) -> bytes:
@@ -52,7 +54,15 @@ def hostile(shape: str, size: int) -> bytes:
         inner = _arrays_of(size, b"\x91\x00")
         return b"".join([b"\xdd" + (3 + len(inner)).to_bytes(4, "big"), b"\x02", msgpack.packb(b""),
                          msgpack.packb(bytes(64)), *inner])
-    tag = "release" if shape == "release-ints" else "batch"
+    tag = "release" if shape.startswith("release") else "batch"
+    if shape.endswith("chain"):
+        # Arrays of 2^20 entries nested in one another, each still being built while the next is read.
+        entries, entry = 2**20, b"\xcd\x12\x34"
+        level = _array(entries, entry)
+        while len(level) < size:
+            level = b"\xdd" + entries.to_bytes(4, "big") + entry * (entries - 1) + level
+        payload = b"\x92" + msgpack.packb(tag) + level
+        return bytes(msgpack.packb([2, payload, bytes(64)], use_bin_type=True))
     entry = b"\x91\x00" if shape == "nested" else b"\xcd\x12\x34"
     arrays = _arrays_of(size, entry)
     payload = b"".join([b"\xdd" + (1 + len(arrays)).to_bytes(4, "big"), msgpack.packb(tag), *arrays])

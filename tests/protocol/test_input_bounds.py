@@ -158,6 +158,53 @@ def test_a_message_of_many_small_entries_is_refused_before_it_costs_many_times_i
     assert peak < 100 * budget, (peak, len(data))
 
 
+def _chain(levels: int, tag: str) -> bytes:
+    """An unsigned envelope whose payload nests ``levels`` arrays of 2^20 entries, each holding 2^20 - 1
+    3-byte integers and the next array: arrays still being built, which no finished-array count sees."""
+    import msgpack
+
+    size = 2**20
+    level = b"\xdd" + size.to_bytes(4, "big") + b"\xcd\x12\x34" * size
+    for _ in range(levels - 1):
+        level = b"\xdd" + size.to_bytes(4, "big") + b"\xcd\x12\x34" * (size - 1) + level
+    payload = b"\x92" + msgpack.packb(tag) + level
+    return bytes(msgpack.packb([codec.PROTOCOL_VERSION, payload, bytes(64)], use_bin_type=True))
+
+
+@pytest.mark.parametrize(("levels", "tag"), [(3, "batch"), (8, "release")])
+def test_nested_arrays_still_being_built_are_bounded_too(levels: int, tag: str) -> None:
+    """Found by a reviewer of the entry budget: msgpack calls its hook when an array is finished, so a chain of
+    nested 2^20-entry arrays was built whole before any was counted (60 MiB: 0.9 GB, 19 s). Every message but
+    a release now has arrays of at most 4,096 entries (its schema's limit) from their headers, and a payload
+    of 64 KiB or more is walked header by header, entries counted as each array starts and nesting at most
+    8 deep, before anything is built."""
+    import tracemalloc
+
+    data = _chain(levels, tag)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RemoteProtocolError) as refused:
+            codec.decode(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.reason == "oversized"
+    assert peak < 4 * len(data), (peak, len(data))  # the payload's copies, nothing built per entry
+
+
+def test_arrays_nested_deeper_than_any_message_are_refused() -> None:
+    import msgpack
+
+    from coutil.protocol.unpack import MAX_NESTING, WALK_FROM
+
+    deep = b"\x91" * (MAX_NESTING + 1) + b"\xc4\x00"  # MAX_NESTING + 1 arrays around an empty bin
+    pad = b"\xc6" + WALK_FROM.to_bytes(4, "big") + bytes(WALK_FROM)  # a bin making the payload walked
+    payload = b"\x93" + msgpack.packb("batch") + pad + deep
+    with pytest.raises(RemoteProtocolError) as refused:
+        codec.decode(bytes(msgpack.packb([codec.PROTOCOL_VERSION, payload, bytes(64)], use_bin_type=True)))
+    assert refused.value.reason == "oversized" and "nested deeper" in refused.value.detail
+
+
 def test_the_largest_honest_messages_fit_the_entry_budgets() -> None:
     """The budgets refuse no honest message: a release with both per-group arrays at their 2^20-entry limit,
     and an assign whose every array is at the 4,096-entry limit with 64-hash proofs (more than any roster of

@@ -293,6 +293,16 @@ def test_a_merge_routed_past_groups_that_lost_a_member_only_after_it_is_caught(
     assert victim in Forge(run).group(far)[0].members  # the merge went where the collector wanted
     problems = [p for p in _failed_checks(run, capsys).get("grouping", []) if "not the nearest group" in p]
     assert problems and "still sealed, is nearer" in problems[0]
+    # Found by a reviewer of that check: the order of one step's changes is not signed, so the nearer groups'
+    # later statements re-dated to the merge's time took them out of the comparison again. Those statements are
+    # suppressions, which come after the reveal barrier, after every merge: dated at or before one, a failure.
+    forge = Forge(run)
+    merge = next(s for s in forge.starts if not s.members and any(r == "merged" for _, r in s.excluded))
+    forge.starts = [dataclasses.replace(s, deadline=merge.deadline)
+                    if s.group not in (merge.group, far) and s.run > 0 and not s.members else s for s in forge.starts]
+    forge.save()
+    problems = _failed_checks(run, capsys).get("grouping", [])
+    assert any("suppressions come after the reveal barrier" in p for p in problems), problems
 
 
 def _failed_checks(run: Run, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
