@@ -120,6 +120,19 @@ def test_large_signed_messages_are_not_kept_alive_beyond_a_byte_budget() -> None
     assert len(held) >= 1  # a bulletin (the newest large message) stays cached
 
 
+def _refused_with_peak(data: bytes) -> tuple[RemoteProtocolError, int]:
+    """`codec.decode` of a message that must be refused: the refusal, and the peak of what decoding allocated."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(RemoteProtocolError) as refused:
+            codec.decode(data)
+        return refused.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def _hostile_batch(entries: int, entry: bytes, tag: str = "batch") -> bytes:
     """An unsigned envelope whose payload holds ``entries`` small entries in arrays of 2^16 (each under
     every per-array limit, so that only the total can stop it)."""
@@ -140,18 +153,10 @@ def test_a_message_of_many_small_entries_is_refused_before_it_costs_many_times_i
     while decoding (`simulations/bench/bench_decode_bounds.py`). The arrays of a payload now hold at most
     `Limits.max_payload_entries` entries together (the release `max_release_entries`): REJECT ``oversized``,
     having built at most that many."""
-    import tracemalloc
-
     data = _hostile_batch(3 * codec.MAX_RELEASE_ENTRIES, entry, tag)  # 12-18 MiB on the wire
-    tracemalloc.start()
-    try:
-        with pytest.raises(RemoteProtocolError) as refused:
-            codec.decode(data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert refused.value.reason == "oversized"
-    assert "entries in all" in refused.value.detail
+    refused, peak = _refused_with_peak(data)
+    assert refused.reason == "oversized"
+    assert "entries in all" in refused.detail
     # At most about 64 bytes per entry of the budget (a 1-entry array and its pointer), where without it
     # every entry of the message was built (three times the budget), then REJECT bad_field.
     budget = codec.MAX_RELEASE_ENTRIES if tag == "release" else codec.MAX_PAYLOAD_ENTRIES
@@ -178,17 +183,9 @@ def test_nested_arrays_still_being_built_are_bounded_too(levels: int, tag: str) 
     a release now has arrays of at most 4,096 entries (its schema's limit) from their headers, and a payload
     of 64 KiB or more is walked header by header, entries counted as each array starts and nesting at most
     8 deep, before anything is built."""
-    import tracemalloc
-
     data = _chain(levels, tag)
-    tracemalloc.start()
-    try:
-        with pytest.raises(RemoteProtocolError) as refused:
-            codec.decode(data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert refused.value.reason == "oversized"
+    refused, peak = _refused_with_peak(data)
+    assert refused.reason == "oversized"
     assert peak < 4 * len(data), (peak, len(data))  # the payload's copies, nothing built per entry
 
 
