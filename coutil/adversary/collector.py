@@ -47,7 +47,7 @@ import numpy as np
 
 from coutil.protocol import codec, merkle, topics
 from coutil.protocol.collector import CollectorNode
-from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item
+from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, open_item, still_sealed
 from coutil.protocol.events import VerdictAccepted
 from coutil.protocol.messages import Assign, Fetch, Register, Release, Roster, ShuffleStart, Verdict
 from coutil.protocol.node import Outgoing, SeededRandom
@@ -354,9 +354,8 @@ class RouteMerge(CollectorStrategy):
         if nearest is None:
             return None
         here = self._centroid_of(group)
-        sealed = sorted((float(np.sum((self._centroid_of(other) - here) ** 2)), other.label) for other in
-                        self._groups.values() if other is not group and other.active and not other.opened
-                        and other.members)
+        sealed = sorted((float(np.sum((self._centroid_of(other) - here) ** 2)), other.label)
+                        for other in still_sealed(group, self._groups.values()))
         rank = self.param_int("rank")
         _, label = sealed[-1] if rank <= 0 else sealed[min(rank, len(sealed)) - 1]
         self.deviated = self.deviated or label != nearest.label

@@ -345,13 +345,14 @@ _PEEK_LIMITS = Limits()
 def peek_tag(data: bytes) -> str | None:
     """The tag of an envelope's message, unverified (None if it does not parse): for a transport that
     keeps messages by kind (a multiplexed connection keeps each member's retained run_keys), never to
-    act on a message, which `decode` checks in full."""
+    act on a message, which `decode` checks in full. Read from the payload's headers: nothing of the payload
+    is decoded (every group message a multiplexed connection receives is peeked)."""
     try:
         payload, _ = _open_envelope(data, _PEEK_LIMITS)
-        inner = _unpack(payload, _PEEK_LIMITS, "payload", *_payload_bounds(payload, _PEEK_LIMITS))
-    except RemoteProtocolError:
+        tag = first_str(payload)
+        return None if tag is None else tag.decode("utf-8")
+    except (RemoteProtocolError, UnicodeDecodeError):
         return None
-    return inner[0] if type(inner) is tuple and inner and type(inner[0]) is str else None
 
 
 class VerifiedEnvelopes:

@@ -362,6 +362,11 @@ def _store(store: dict[K, V], key: K, value: V) -> bool:
     return True
 
 
+def still_sealed(group: GroupState, groups: Iterable[GroupState]) -> list[GroupState]:
+    """The other groups ``group``'s members may merge into (SPEC §4): active, with members, not yet opened."""
+    return [other for other in groups if other is not group and other.active and not other.opened and other.members]
+
+
 def merge_target(
     group: GroupState, groups: Iterable[GroupState], centroid_of: Callable[[GroupState], np.ndarray]
 ) -> GroupState | None:
@@ -369,9 +374,7 @@ def merge_target(
     here = centroid_of(group)
     best: GroupState | None = None
     best_distance = float("inf")
-    for other in groups:
-        if other is group or not other.active or other.opened or not other.members:
-            continue
+    for other in still_sealed(group, groups):
         distance = float(np.sum((centroid_of(other) - here) ** 2))
         if distance < best_distance or (distance == best_distance and best is not None and other.label < best.label):
             best, best_distance = other, distance

@@ -131,20 +131,27 @@ _STR_LENGTH = {0xD9: 1, 0xDA: 2, 0xDB: 4}
 _ARRAY_HEADER_BYTES = {**{b: 1 for b in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}
 
 
-def array_size(data: bytes) -> int | None:
-    """The number of entries of the array ``data`` starts with, from its header; None if it starts with none."""
+def _array_header(data: bytes) -> tuple[int, int] | None:
+    """(entries, header bytes) of the array ``data`` starts with; None if it starts with none."""
     width = _ARRAY_HEADER_BYTES.get(data[0]) if data else None
     if width is None or len(data) < width:
         return None
-    return data[0] & 0x0F if width == 1 else int.from_bytes(data[1:width], "big")
+    return (data[0] & 0x0F if width == 1 else int.from_bytes(data[1:width], "big")), width
+
+
+def array_size(data: bytes) -> int | None:
+    """The number of entries of the array ``data`` starts with, from its header; None if it starts with none."""
+    header = _array_header(data)
+    return None if header is None else header[0]
 
 
 def first_str(data: bytes) -> bytes | None:
     """The raw bytes of the str that is the first entry of the array ``data`` starts with (a payload's tag),
     read from the headers without decoding anything; None when it does not start with an array and a str."""
-    start = _ARRAY_HEADER_BYTES.get(data[0]) if data else None
-    if start is None or len(data) <= start:
+    header = _array_header(data)
+    if header is None or len(data) <= header[1]:
         return None
+    start = header[1]
     first = data[start]
     if 0xA0 <= first <= 0xBF:
         size, start = first & 0x1F, start + 1

@@ -275,3 +275,14 @@ def test_a_large_payload_is_compared_byte_for_byte_once_per_copy() -> None:
         assert cache.decode(copy, limits) is first
     assert len(compared) <= 2, len(compared)  # the first lookup's, not one per node (100 without the fast path)
     assert cache.decode(copy, codec.Limits(max_message_bytes=10**7)).payload == first.payload  # other limits
+
+
+def test_peek_tag_reads_the_tag_from_the_headers_only() -> None:
+    """A multiplexed connection peeks every group message it receives (to keep members' run_keys): the tag is
+    read from the payload's headers, nothing of the payload decoded; anything that is no envelope is None."""
+    message = Submit(bytes(16), KEY.public, 1, 2, bytes(70), bytes(32))
+    assert codec.peek_tag(codec.encode(message, KEY)) == "submit"
+    body = b"\x93" + msgpack.packb("run_keys") + b"\xc1\xc1"  # 0xc1 is never valid msgpack: not decoded
+    assert codec.peek_tag(_signed(body)) == "run_keys"
+    assert codec.peek_tag(b"\x00") is None and codec.peek_tag(_signed(msgpack.packb(7))) is None
+    assert codec.peek_tag(_signed(b"\x91\xa2\xff\xfe")) is None  # a tag that is not UTF-8
