@@ -310,11 +310,15 @@ class SplitViewRelease(CollectorStrategy):
 
 # ---------------------------------------------------------------------------------------------- exclusions
 class DropSubject(CollectorStrategy):
-    """Claims a live member silent: once the victim's run 0 has every member's keys (hers too), she
-    is excluded as ``silent`` and the group runs again without her."""
+    """Claims a live member silent, or a deviator: once the victim's run 0 has every member's keys (hers
+    too), she is excluded as ``reason`` (``silent``, or a blame such as ``blamed_tamper``: a false blame,
+    which the run's signed messages do not prove) and the group runs again without her."""
 
     NAME = "drop-subject"
-    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "reason": "silent"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"reason": (
+        "silent", "blamed_tamper", "blamed_malformed", "blamed_false_complaint", "blamed_copy", "blamed_unsolicited",
+        "blamed_split_view", "blamed_equivocation", "blamed_bad_key")}
     NEEDS_VICTIM = True
 
     def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
@@ -324,7 +328,7 @@ class DropSubject(CollectorStrategy):
                     and not group.reveal_sent and group.all_keys():
                 self.deviated = True
                 assert self.victim_key is not None
-                out.extend(self._exclude(group, ((self.victim_key, "silent"),), now))
+                out.extend(self._exclude(group, ((self.victim_key, str(self.params["reason"])),), now))
         return out + super()._progress(touched, now)
 
 
@@ -401,12 +405,12 @@ class PublishBelowK(CollectorStrategy):
     NAME = "publish-below-k"
 
     def _publish_release(self, now: float) -> list[Outgoing]:
-        super()._publish_release(now)
+        closings = super()._publish_release(now)[:-1]  # the statements of groups suppressed after opening
         assert self._release_out is not None and self._release_matrix is not None
         release = codec.decode(self._release_out.payload).message
         assert isinstance(release, Release)
         if not release.group_sizes:
-            return [self._release_out]
+            return [*closings, self._release_out]
         k = self.config.k
         cut = release.group_sizes[0] - (k - 1)
         matrix = np.delete(self._release_matrix, range(k - 1, k - 1 + cut), axis=0)
@@ -418,7 +422,7 @@ class PublishBelowK(CollectorStrategy):
         self._release_digest = codec.payload_digest_of(self._release_out.payload)
         self._release_matrix, self._release_sizes = matrix, sizes
         self.deviated = True
-        return [self._release_out]
+        return [*closings, self._release_out]
 
 
 # ---------------------------------------------------------------------------------------------- Sybils

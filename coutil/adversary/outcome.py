@@ -32,8 +32,9 @@ import numpy as np
 
 from coutil.adversary.broker import BrokerStrategy, peek
 from coutil.adversary.plan import AdversaryPlan
-from coutil.protocol import crypto, topics
+from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
+from coutil.protocol.collector_groups import proven_exclusions
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.events import (
     Event,
@@ -47,6 +48,7 @@ from coutil.protocol.events import (
     UnpeelableItem,
     VerdictRecorded,
 )
+from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.node import Publication, SeededRandom
 from coutil.protocol.subject import SubjectNode
 from coutil.sdc.mdav import mdav
@@ -351,6 +353,9 @@ def _collector_entry(plan: AdversaryPlan, collector: CollectorNode, events: Sequ
     regrouped = _not_mdav(collector, events)
     if regrouped:
         auditor["groups_not_mdav_on_the_roster"] = regrouped
+    unproven = _unproven_blames(collector)
+    if unproven:
+        auditor["blame_not_proven"] = unproven
     if auditor:
         by.add("auditor")
     refusals = Counter(reason for _, reason in refused)
@@ -408,6 +413,24 @@ def _victim_view(collector: CollectorNode, victim: bytes, own: set[bytes], true_
     if audit is not None:
         view["she_noticed"] = bool(getattr(audit, "centroid_is_own_qi", False))
     return view
+
+
+def _unproven_blames(collector: CollectorNode) -> int:
+    """`blamed_*` exclusions that the signed messages of the run they ended do not prove: the auditor's
+    `blame_evidence` replay (`proven_exclusions`) over what the collector keeps as the evidence of its blames."""
+    blamed = {str(e["sid"]): str(e["reason"]) for e in collector.outcome().excluded
+              if str(e["reason"]).startswith("blamed_")}
+    count = 0
+    for (group, run), envelopes in collector.run_evidence().items():
+        messages = [(codec.decode_own(e), e) for e in envelopes]
+        start = next((m for m, _ in messages if isinstance(m, ShuffleStart) and (m.group, m.run) == (group, run)
+                      and m.sender == collector.public_key), None)
+        if start is None:
+            continue
+        proven = proven_exclusions(start, messages, collector.announce_digest, collector.roster_root, {})
+        count += sum(1 for key in start.members
+                     if topics.sid_of(key) in blamed and blamed[topics.sid_of(key)] not in proven.get(key, set()))
+    return count
 
 
 def _not_mdav(collector: CollectorNode, events: Sequence[tuple[str, Event]]) -> int:

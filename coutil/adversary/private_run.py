@@ -280,12 +280,13 @@ class SplitAssign(FabricateMembers):
             out.extend(self._route(self._publish_release(now), now))
         return out
 
-    def _take_openings(self, now: float) -> None:
-        super()._take_openings(now)
+    def _take_openings(self, now: float) -> list[Outgoing]:
+        out = super()._take_openings(now)
         attributed = self.attributions().get(self.victim_key) if self.victim_key is not None else None
         label = self._apart
         if attributed is not None and label is not None and label in self._records:
             self._records[label] = sorted([*self._records[label], attributed])
+        return out
 
     def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         out = super()._on_verdict(message, decoded, now)

@@ -123,7 +123,8 @@ def stored_transcript(stored: StoredRound, *, include_registrations: bool = Fals
 
     The signed shuffle_starts (the exclusion statements) are included when the store holds them for the
     round, or the round excluded nobody; a round stored by a coutil that did not keep them has exclusions
-    but no statement (``shuffle_starts_included`` false: the auditor skips that check and says so)."""
+    but no statement (``shuffle_starts_included`` false: the auditor skips that check and says so). The run
+    evidence (the signed messages proving `blamed_*` exclusions) likewise."""
     if stored.announce is None:
         raise InputError(f"round {stored.round_id.hex()}: no announce stored, nothing to audit")
     return Transcript(
@@ -140,6 +141,10 @@ def stored_transcript(stored: StoredRound, *, include_registrations: bool = Fals
         registrations_included=include_registrations,
         shuffle_starts=stored.shuffle_starts,
         shuffle_starts_included=bool(stored.shuffle_starts) or not stored.exclusions,
+        run_evidence=stored.run_evidence,
+        # A round stored by a coutil that did not keep it has blames and no evidence (the auditor says so).
+        run_evidence_included=bool(stored.run_evidence)
+        or not any(reason.startswith("blamed_") for reason in stored.exclusions.values()),
     )
 
 

@@ -205,6 +205,7 @@ class PersistentCollector:
         #: sid -> subject key of every accepted registration (exclusion events name the sid).
         self._subjects: dict[str, bytes] = {}
         self._finish_stored = False
+        self._evidence_stored: set[tuple[int, int]] = set()
 
     # -- Node interface ---------------------------------------------------------------------------
     @property
@@ -267,6 +268,8 @@ class PersistentCollector:
                 self._commit(event, out, received)
             if any(isinstance(e, _RUN_EVENTS) for e in stored):
                 self._store_shuffle_starts(out)
+            if any(isinstance(e, MemberExcluded) and e.reason.startswith("blamed_") for e in stored):
+                self._store_run_evidence()
             if finishing:
                 self._store_finish(now)
         return out
@@ -327,6 +330,12 @@ class PersistentCollector:
                 starts[o.payload] = (message.group, message.run, o.payload)
         if starts:
             self.store.record_shuffle_starts(self.round_id, starts.values())
+
+    def _store_run_evidence(self) -> None:
+        for (group, run), envelopes in self.node.run_evidence().items():
+            if (group, run) not in self._evidence_stored:
+                self.store.record_run_evidence(self.round_id, group, run, envelopes)
+                self._evidence_stored.add((group, run))
 
     def _store_release(self, out: list[Outgoing], at: float) -> None:
         payload = next(o.payload for o in out if o.topic == topics.release(self.round_id))

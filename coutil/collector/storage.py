@@ -42,7 +42,8 @@ from coutil.fileio import write_text_atomic
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
 #: 2: the unused ``group_records`` table dropped (the release holds the opened records); later the
 #: ``shuffle_starts`` table added (additive: a schema-2 database gains it empty on opening, and the
-#: rounds stored before hold none, which the transcript export says).
+#: rounds stored before hold none, which the transcript export says), then the ``run_evidence`` table
+#: (additive in the same way: the signed messages that prove a run's `blamed_*` exclusions).
 SCHEMA_VERSION = 2
 
 _SCHEMA = """
@@ -87,6 +88,14 @@ CREATE TABLE IF NOT EXISTS shuffle_starts (
     run INTEGER NOT NULL,
     payload BLOB NOT NULL,
     PRIMARY KEY (round_id, group_index, run)
+);
+CREATE TABLE IF NOT EXISTS run_evidence (
+    round_id BLOB NOT NULL REFERENCES rounds(round_id),
+    group_index INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (round_id, group_index, run, position)
 );
 CREATE TABLE IF NOT EXISTS exclusions (
     round_id BLOB NOT NULL REFERENCES rounds(round_id),
@@ -238,6 +247,8 @@ class StoredRound:
     verdicts: tuple[StoredVerdict, ...] = ()
     #: Every signed shuffle_start the collector published (its exclusion statements), in that order.
     shuffle_starts: tuple[bytes, ...] = ()
+    #: (group, run) -> the signed envelopes that prove the run's `blamed_*` exclusions, in the collector's order.
+    run_evidence: dict[tuple[int, int], tuple[bytes, ...]] = field(default_factory=dict)
     rejections: dict[str, int] = field(default_factory=dict)
 
     def registration(self, subject_key: bytes) -> StoredRegistration | None:
@@ -474,6 +485,12 @@ class CollectorStore:
             db.executemany("INSERT OR IGNORE INTO shuffle_starts VALUES (?, ?, ?, ?)",
                            [(round_id, group, run, payload) for group, run, payload in starts])
 
+    def record_run_evidence(self, round_id: bytes, group: int, run: int, envelopes: Sequence[bytes]) -> None:
+        """The signed envelopes that prove a run's `blamed_*` exclusions; a run's first record is kept."""
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO run_evidence VALUES (?, ?, ?, ?, ?)",
+                           [(round_id, group, run, i, payload) for i, payload in enumerate(envelopes)])
+
     def record_exclusion(self, round_id: bytes, subject_key: bytes, reason: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO exclusions VALUES (?, ?, ?)", (round_id, subject_key, reason))
@@ -570,6 +587,13 @@ class CollectorStore:
         release = db.execute("SELECT payload, csv FROM releases WHERE round_id = ?", args).fetchone()
         shuffle_starts = tuple(_blob(r[0], "shuffle_starts.payload") for r in db.execute(
             "SELECT payload FROM shuffle_starts WHERE round_id = ? ORDER BY rowid", args))
+        run_evidence: dict[tuple[int, int], list[bytes]] = {}
+        for group, run, payload in db.execute(
+            "SELECT group_index, run, payload FROM run_evidence WHERE round_id = ? ORDER BY group_index, run, position",
+            args,
+        ):
+            where = (_integer(group, "run_evidence.group_index"), _integer(run, "run_evidence.run"))
+            run_evidence.setdefault(where, []).append(_blob(payload, "run_evidence.payload"))
         verdicts = tuple(
             StoredVerdict(_blob(r[0], "verdicts.subject_key"), _blob(r[1], "verdicts.payload"),
                           _blob(r[2], "verdicts.digest"), bool(_integer(r[3], "verdicts.accept")),
@@ -607,6 +631,7 @@ class CollectorStore:
             verdicts=verdicts,
             rejections=rejections,
             shuffle_starts=shuffle_starts,
+            run_evidence={where: tuple(envelopes) for where, envelopes in run_evidence.items()},
         )
 
     def export_release(self, round_id: bytes, path: str | Path) -> Path:

@@ -383,7 +383,7 @@ class CollectorNode(CollectorCore):
     # ------------------------------------------------------------------ release and audit
     def _publish_release(self, now: float) -> list[Outgoing]:
         assert self._tree is not None
-        self._take_openings(now)
+        closings = self._take_openings(now)
         released = release_rows(self._records, lambda label: self._centroid_of(self._groups[label]), self.config.k,
                                 len(self.config.columns))
         matrix, ids = released.matrix, released.group_ids
@@ -399,7 +399,7 @@ class CollectorNode(CollectorCore):
         self._deadline = now + self.config.audit_window
         self._event(ReleasePublished(now, int(matrix.shape[0]), len(ids)))
         self._enter(CollectorState.AUDITING)
-        return [self._release_out]
+        return [*closings, self._release_out]
 
     def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:
         digest = decoded.digest

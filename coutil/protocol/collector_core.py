@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
-from coutil.protocol.collector_groups import GroupMessage, GroupState, Record, merge_target
+from coutil.protocol.collector_groups import (
+    GroupMessage,
+    GroupState,
+    Record,
+    deviation_exclusion,
+    is_unstarted,
+    merge_target,
+)
 from coutil.protocol.collector_outage import OutageWatch
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import (
@@ -117,6 +125,8 @@ class CollectorCore:
         self._moved_from: dict[bytes, set[int]] = {}
         self._assign_msgs: dict[bytes, Outgoing] = {}
         self._excluded: dict[bytes, str] = {}
+        #: (group, run) -> the signed envelopes that prove the run's `blamed_*` exclusions (`run_evidence`).
+        self._run_evidence: dict[tuple[int, int], tuple[bytes, ...]] = {}
         self._records: dict[int, list[tuple[float, ...]]] = {}
         self._roster_out: Outgoing | None = None
         self._release_out: Outgoing | None = None
@@ -164,6 +174,18 @@ class CollectorCore:
         if not self._announce_digest:
             raise RuntimeError("the round has not been announced")
         return self._announce_digest
+
+    @property
+    def roster_root(self) -> bytes:
+        """The root of the roster it published (empty before the roster)."""
+        return self._tree.root if self._tree is not None else b""
+
+    def run_evidence(self) -> Mapping[tuple[int, int], tuple[bytes, ...]]:
+        """Per (group, run) that ended in `blamed_*` exclusions, the exact envelopes of its messages as the
+        collector held them when it excluded (its control messages and every member message it stored, in
+        arrival order, then the rejected ones that proved a deviation): what an auditor replays to see that
+        the signed statement's blames are proven (SPEC §8.5; `collector_groups.proven_exclusions`)."""
+        return dict(self._run_evidence)
 
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)
@@ -261,12 +283,15 @@ class CollectorCore:
             # view of that run) is proof (SPEC §7.3 `blamed_equivocation`).
             self.rejections.append(Rejection(now, "", "unstarted_run", f"{message.TAG} for a run not started",
                                              False, message.sender, message.TAG))
+            group.data.proofs.append(decoded.envelope)
             return self._exclude(group, ((message.sender, "blamed_equivocation"),), now)
         try:
             group.observe(message, decoded.envelope, now, self.config.step_timeout, self._tree.root, self._addressed_to)
         except RemoteProtocolError as exc:
+            group.data.proofs.append(decoded.envelope)  # the evidence of her exclusion, if it is one
             out = self._on_deviation(group, message.sender, exc, now)
             if out is None:
+                group.data.proofs.pop()
                 raise
             self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
                                              message.TAG))
@@ -291,26 +316,23 @@ class CollectorCore:
         """A member's message naming a later run of her group than the collector started, or a group she
         was never in (an old group she was moved from is a re-send: IGNORE ``wrong_group``)."""
         sender = message.sender
-        if not group.active or group.reveal_sent or sender not in group.members or sender in self._excluded:
+        if not group.active or group.reveal_sent or sender in self._excluded:
             return False
-        if message.group == group.label:
-            return message.run > group.run
-        return message.group not in self._moved_from.get(sender, ())
+        return is_unstarted(group.label, group.run, group.members, message, self._moved_from.get(sender, ()))
 
     def _on_deviation(self, group: GroupState, sender: bytes, exc: RemoteProtocolError,
                       now: float) -> list[Outgoing] | None:
-        """A member message that proves its sender deviated: exclude her (SPEC §4 share.6). None: the
-        rejection is only recorded."""
+        """A member message that proves its sender deviated: exclude her (SPEC §4 share.6; the caller kept
+        the message among the run's proofs). None: the rejection is only recorded."""
         if sender not in group.members or not group.active or sender in self._excluded:
             return None
-        if exc.reason == "view_mismatch" and not group.reveal_sent:
-            # The collector told every member the same, and every member's run_keys reached it on her
-            # own topic, where all members read them: she states a view nobody was given.
-            return self._exclude(group, ((sender, "blamed_split_view"),), now)
-        if exc.reason in ("equivocation", "bad_key") and not group.reveal_sent:
-            # Two different signed messages for one slot of the run, or signed keys nobody can seal to:
-            # the proof is her own signature (SPEC §7.3). Nobody has revealed: a new run without her.
-            return self._exclude(group, ((sender, f"blamed_{exc.reason}"),), now)
+        # A view nobody was given (the collector told every member the same, and every member's run_keys
+        # reached it on her own topic, where all members read them), two different signed messages for one
+        # slot of the run, or signed keys nobody can seal to: her own signature is the proof (SPEC §7.3).
+        # Nobody has revealed: a new run without her.
+        reason = deviation_exclusion(exc.reason, group.reveal_sent)
+        if reason is not None:
+            return self._exclude(group, ((sender, reason),), now)
         if exc.reason == "unjustified_blame":
             # After reveal_open no run may follow: she is recorded as excluded, the group goes on.
             self._excluded[sender] = "blamed_unsolicited"
@@ -388,7 +410,9 @@ class CollectorCore:
         self._done_out[group.label] = out
         return [out]
 
-    def _take_openings(self, now: float) -> None:
+    def _take_openings(self, now: float) -> list[Outgoing]:
+        """The opened groups' records; a group left below k is suppressed, by a signed closing statement."""
+        out: list[Outgoing] = []
         for label in sorted(self._opening):
             group = self._groups[label]
             records = group.finish_opening(self._opening[label].result())
@@ -396,10 +420,18 @@ class CollectorCore:
                 self._records[label] = records
             else:
                 # Garbage inner layers left fewer than k records: the group is suppressed, never released
-                # below k, and never re-run (its secrets are out). SPEC §4 share.7.
+                # below k, and never re-run (its secrets are out). SPEC §4 share.7. Stated, signed, as a
+                # suppression after the reveal_open is: without it an auditor sees members neither released
+                # nor excluded, and one member's garbage would convict an honest collector of dropping them.
+                stated = tuple((key, "suppressed") for key in group.members)
+                for key, reason in stated:
+                    self._excluded[key] = reason
+                    self._event(MemberExcluded(now, label, reason, topics.sid_of(key)))
                 self._event(GroupSuppressed(now, label, len(records), "below_k_after_open"))
+                out.extend(self._start_run_close(group, stated, now))
             self._event(GroupOpened(now, label, group.run, len(records), group.undecryptable))
         self._opening.clear()
+        return out
 
     def _answer_late_reveal(self, group: GroupState, member: bytes) -> list[Outgoing]:
         """A member of an opened group re-sends her reveal: its acknowledgement, ``group_done``, was
@@ -479,6 +511,10 @@ class CollectorCore:
         self._track(group)
 
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        if any(reason.startswith("blamed_") for _, reason in culprits):
+            # What proves them, kept before the next run starts afresh (SPEC §8.5 run evidence).
+            d = group.data
+            self._run_evidence[(group.label, group.run)] = (*(payload for payload, _ in d.relay), *d.proofs)
         if group.reveal_sent:
             return self._suppress(group, culprits, now)
         for key, reason in culprits:

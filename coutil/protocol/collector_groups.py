@@ -15,7 +15,8 @@ are still missing at the deadline.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
 
@@ -27,6 +28,7 @@ from coutil.protocol.messages import (
     Batch,
     Blame,
     GroupDone,
+    Message,
     Reveal,
     RevealOpen,
     RunKeys,
@@ -70,6 +72,10 @@ class RunData:
     keys_digest: bytes | None = None
     #: Members whose run_keys or vote stated another view of the roster or of the run.
     view_mismatch: list[bytes] = field(default_factory=list)
+    #: Exact envelopes of member messages that proved their sender deviated without being stored (a second,
+    #: different message for one slot, a view or key nobody was given, a message for a run not started): with
+    #: ``relay``, the signed evidence of the run's `blamed_*` exclusions (`proven_exclusions`).
+    proofs: list[bytes] = field(default_factory=list)
 
 
 def open_item(secrets: tuple[crypto.KxKey, ...], collector_kx: crypto.KxKey, aad_inner: bytes, aad_record: bytes,
@@ -346,6 +352,77 @@ class GroupState:
             group=self.label,
             run=self.run,
         )
+
+
+def deviation_exclusion(reason: str, reveal_sent: bool) -> str | None:
+    """The exclusion that a member message rejected with ``reason`` proves against its sender (SPEC §7.3), or
+    None. Only before the run's reveal_open (no run may follow it): a view of the roster, of the run or of its
+    keys that nobody was given (every member read the same, on her own topic), two different signed messages
+    for one slot, or run keys nobody can seal to. Her own signature is the proof."""
+    if reveal_sent:
+        return None
+    if reason == "view_mismatch":
+        return "blamed_split_view"
+    if reason in ("equivocation", "bad_key"):
+        return f"blamed_{reason}"
+    return None
+
+
+def is_unstarted(start_group: int, start_run: int, members: Collection[bytes], message: GroupMessage,
+                 moved_from: Collection[int]) -> bool:
+    """A member's signed message for a later run of her group than the one started, or for a group she was
+    never in (``moved_from``: the groups a merge moved her out of, whose messages she may still re-send):
+    the collector never started her there, so it is a second view of the run (`blamed_equivocation`)."""
+    if message.sender not in members:
+        return False
+    if message.group == start_group:
+        return message.run > start_run
+    return message.group not in moved_from
+
+
+def proven_exclusions(
+    start: ShuffleStart, messages: Sequence[tuple[Message, bytes]], announce_digest: bytes, roster_root: bytes,
+    moved_from: Mapping[bytes, Collection[int]],
+) -> dict[bytes, set[str]]:
+    """The `blamed_*` exclusions that a run's signed messages prove, member by member (an auditor's replay of
+    what the collector decided, SPEC §8.5): the run ``start`` opened, with its member messages (``messages``:
+    decoded, signatures verified, with their envelopes) handed to a fresh `GroupState` in the order the
+    collector kept them (the relay's, then the proofs). The collector's own reveal_open of the run marks it
+    revealed. Every rule is the collector's: `observe`, `deviation_exclusion`, `is_unstarted`,
+    `votes_on_other_keys`, `blame` (re-execution from the blames) and `unjustified_blamers`."""
+    group = GroupState(start.group, start.members, (), start.deadline)
+    group.run = start.run - 1
+    group.new_run(start.round_id, announce_digest, start.sender, start.excluded, start.deadline)
+    proven: dict[bytes, set[str]] = defaultdict(set)
+    for message, envelope in messages:
+        if message.round_id != start.round_id:
+            continue
+        if message.sender == start.sender:
+            if isinstance(message, RevealOpen) and (message.group, message.run) == (start.group, start.run):
+                group.reveal_sent = True
+            continue
+        if not isinstance(message, GroupMessage):
+            continue
+        if not group.reveal_sent and is_unstarted(start.group, start.run, start.members, message,
+                                                  moved_from.get(message.sender, ())):
+            proven[message.sender].add("blamed_equivocation")
+            continue
+        try:
+            group.observe(message, envelope, 0.0, 0.0, roster_root)
+        except RemoteProtocolError as exc:
+            reason = deviation_exclusion(exc.reason, group.reveal_sent)
+            if reason is not None and message.sender in start.members:
+                proven[message.sender].add(reason)
+    if not group.reveal_sent:
+        for liar in group.votes_on_other_keys(start.round_id):
+            proven[liar].add("blamed_split_view")
+    if group.blame_complete():
+        for culprit, reason in group.blame(start.round_id).culprits:
+            proven[culprit].add(reason)
+    elif not group.reveal_sent:
+        for blamer in group.unjustified_blamers():
+            proven[blamer].add("blamed_unsolicited")
+    return dict(proven)
 
 
 K = TypeVar("K")

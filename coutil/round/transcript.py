@@ -4,7 +4,9 @@
 The transcript holds the exact signed envelopes (hex), never re-encoded: the announce (the round's
 parameters and the collector's key), the roster, every subject's latest assign, the release, every
 verdict the collector accepted and, when the writer had them, every signed ``shuffle_start`` the
-collector published (its signed statements of who was excluded from which run, and why). The
+collector published (its signed statements of who was excluded from which run, and why), and for
+every run that ended in `blamed_*` exclusions the signed messages that prove them (run evidence:
+the run's member messages the collector held, which its members all saw). The
 exclusions table (sid -> reason) is the collector's unsigned summary. Registrations carry each
 subject's exact QIs, which only the collector may read: they are in the file only on request
 (``registrations_included``), for an auditor entrusted with them (who can then recompute the
@@ -12,7 +14,7 @@ grouping). Confidential values appear only inside the release, as in release.csv
 
 Layout (JSON object):
 
-    transcript_version  1 (as first exported) or 2 (adds shuffle_starts)
+    transcript_version  1 (as first exported), 2 (adds shuffle_starts) or 3 (adds run_evidence)
     round               hex round id
     phase               the collector's phase when written (done, aborted, ...)
     collector_key       hex Ed25519 key (the announce's sender: an auditor checks they agree)
@@ -26,6 +28,9 @@ Layout (JSON object):
     verdicts            [hex envelope]
     shuffle_starts      [hex envelope]  (version 2; empty unless shuffle_starts_included)
     shuffle_starts_included  bool (version 2)
+    run_evidence        [{"group": int, "run": int, "envelopes": [hex envelope]}]  (version 3; empty unless
+                        run_evidence_included)
+    run_evidence_included  bool (version 3)
 
 `TranscriptRecorder` wraps a `CollectorNode` in a round driver and records what it published and
 accepted (through its public outputs and events only, as the collector service's storage does).
@@ -49,9 +54,10 @@ from coutil.protocol.messages import Assign, ShuffleStart
 from coutil.protocol.node import Outgoing
 
 #: The layout version this coutil writes; `read_transcript` also reads every older one.
-#: 1: as first written by ``collector export``; 2: ``shuffle_starts`` (signed exclusion statements).
-TRANSCRIPT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 1: as first written by ``collector export``; 2: ``shuffle_starts`` (signed exclusion statements);
+#: 3: ``run_evidence`` (the signed messages that prove the `blamed_*` exclusions).
+TRANSCRIPT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 #: The file name of the transcript in a run directory.
 TRANSCRIPT_NAME = "transcript.json"
@@ -74,6 +80,10 @@ class Transcript:
     registrations_included: bool = False
     shuffle_starts: tuple[bytes, ...] = ()
     shuffle_starts_included: bool = False
+    #: (group, run) -> the exact envelopes that prove the run's `blamed_*` exclusions (the collector's
+    #: `run_evidence`); each run's messages in the order the collector kept them.
+    run_evidence: Mapping[tuple[int, int], tuple[bytes, ...]] = field(default_factory=dict)
+    run_evidence_included: bool = False
     version: int = TRANSCRIPT_VERSION
 
     def document(self) -> dict[str, object]:
@@ -95,6 +105,12 @@ class Transcript:
         if self.version >= 2:
             doc["shuffle_starts"] = [s.hex() for s in self.shuffle_starts] if self.shuffle_starts_included else []
             doc["shuffle_starts_included"] = self.shuffle_starts_included
+        if self.version >= 3:
+            doc["run_evidence"] = [
+                {"group": group, "run": run, "envelopes": [e.hex() for e in envelopes]}
+                for (group, run), envelopes in sorted(self.run_evidence.items())
+            ] if self.run_evidence_included else []
+            doc["run_evidence_included"] = self.run_evidence_included
         return doc
 
     def counts(self) -> dict[str, object]:
@@ -106,6 +122,7 @@ class Transcript:
             "release": self.release is not None,
             "verdicts": len(self.verdicts),
             "shuffle_starts": len(self.shuffle_starts) if self.shuffle_starts_included else 0,
+            "run_evidence": len(self.run_evidence) if self.run_evidence_included else 0,
         }
 
 
@@ -126,11 +143,12 @@ def _hex(value: object, where: str) -> bytes:
         raise InputError(f"transcript: {where} is not valid hex") from None
 
 
-def _hex_list(doc: Mapping[str, Any], key: str) -> tuple[bytes, ...]:
+def _hex_list(doc: Mapping[str, Any], key: str, within: str = "") -> tuple[bytes, ...]:
     value = doc.get(key, [])
+    where = f"{within}.{key}" if within else key
     if not isinstance(value, list):
-        raise InputError(f"transcript: {key} is not a list")
-    return tuple(_hex(item, f"{key}[{i}]") for i, item in enumerate(value))
+        raise InputError(f"transcript: {where} is not a list")
+    return tuple(_hex(item, f"{where}[{i}]") for i, item in enumerate(value))
 
 
 def transcript_from_document(doc: object, source: str = "transcript") -> Transcript:
@@ -150,7 +168,7 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
         raise InputError(f"{source}: exclusions is not an object of sid -> reason")
     phase = doc.get("phase", "")
     flags: dict[str, bool] = {}
-    for key in ("registrations_included", "shuffle_starts_included"):
+    for key in ("registrations_included", "shuffle_starts_included", "run_evidence_included"):
         flag = doc.get(key, False)
         if not isinstance(flag, bool):
             raise InputError(f"{source}: {key} is a JSON {type(flag).__name__}, not a boolean (true or false)")
@@ -169,8 +187,27 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
         registrations_included=flags["registrations_included"],
         shuffle_starts=_hex_list(doc, "shuffle_starts"),
         shuffle_starts_included=flags["shuffle_starts_included"],
+        run_evidence=_run_evidence(doc, source),
+        run_evidence_included=flags["run_evidence_included"],
         version=version,
     )
+
+
+def _run_evidence(doc: Mapping[str, Any], source: str) -> dict[tuple[int, int], tuple[bytes, ...]]:
+    value = doc.get("run_evidence", [])
+    if not isinstance(value, list):
+        raise InputError(f"{source}: run_evidence is not a list")
+    out: dict[tuple[int, int], tuple[bytes, ...]] = {}
+    for i, entry in enumerate(value):
+        where = f"run_evidence[{i}]"
+        numbers = isinstance(entry, dict) and all(type(entry.get(k)) is int and entry[k] >= 0 for k in ("group", "run"))
+        if not numbers:
+            raise InputError(f"{source}: {where} is not an object with a group and a run (non-negative integers)")
+        key = (entry["group"], entry["run"])
+        if key in out:
+            raise InputError(f"{source}: {where} repeats group {key[0]} run {key[1]}")
+        out[key] = _hex_list(entry, "envelopes", where)
+    return out
 
 
 def read_transcript(path: Path) -> Transcript:
@@ -217,7 +254,7 @@ class TranscriptRecorder:
     release, every assign and shuffle_start, and the exact bytes of every registration and verdict
     the node accepted (reported by a `RegistrationAccepted` / `VerdictAccepted` event while it handled
     them). Nothing private of the node is read; `transcript` adds the node's public `outcome()`
-    (phase, exclusions).
+    (phase, exclusions) and `run_evidence()`.
     """
 
     def __init__(self, node: CollectorNode) -> None:
@@ -323,4 +360,6 @@ class TranscriptRecorder:
             registrations_included=include_registrations,
             shuffle_starts=tuple(rec.shuffle_starts),
             shuffle_starts_included=True,
+            run_evidence=self.node.run_evidence(),
+            run_evidence_included=True,
         )

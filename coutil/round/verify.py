@@ -20,7 +20,8 @@ that the collector acknowledged verdicts it left out of the transcript (acknowle
 `coutil.round.evidence`). A check's result (`Check`), the decoded round and the checks of the
 parameters and of the roster the round was set up on (signatures, parameters, roster, inclusion) are
 in `coutil.round.verify_roster`; the grouping and its merges in `coutil.round.verify_grouping`; the
-signed exclusions and runs (exclusion_evidence) in `coutil.round.verify_exclusions`.
+signed exclusions and runs (exclusion_evidence) in `coutil.round.verify_exclusions`; the proof of every
+`blamed_*` exclusion (blame_evidence) in `coutil.round.verify_blames`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
 from coutil.round.evidence import EVIDENCE_NAME, Evidence, VerdictEvidence, check_evidence, read_evidence
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
+from coutil.round.verify_blames import check_blame_evidence
 from coutil.round.verify_exclusions import check_exclusion_evidence
 from coutil.round.verify_grouping import check_grouping
 from coutil.round.verify_roster import (
@@ -151,6 +153,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
                            "not exist or a run she was not in, a member excluded `silent` before the run's step "
                            "deadline), a run that is not the one before it minus its signed exclusions (split-assign, "
                            "erase-complaints), a run below k"),
+    ("blame_evidence", "drop-subject with a blame (a live member excluded as a deviator, `blamed_*`, that the signed "
+                       "messages of the run she was excluded from do not prove: the run replayed from the transcript's "
+                       "run evidence with the collector's rules)"),
     ("verdicts", "split-view-release (verdicts bound to another release digest), split-view-roster (bound to another "
                  "roster root), verdicts from outside the roster"),
     ("complaints", "whatever the subjects detected and complained of (run_below_k, split_view, rerun_after_reveal, "
@@ -563,6 +568,7 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
         ("release_files", lambda rr, c: _check_release_files(rr, c, directory)),
         ("membership", _check_membership),
         ("exclusion_evidence", check_exclusion_evidence),
+        ("blame_evidence", check_blame_evidence),
         ("verdicts", _check_verdicts),
     ]
     for name, step in steps:

@@ -59,6 +59,7 @@ def test_a_plan_parses_names_rows_fractions_and_parameters() -> None:
     ({"subjects": [{"strategy": "copycat", "rows": [0], "fraction": 0.1}]}, "give rows"),
     ({"subjects": [{"strategy": "copycat", "fraction": 1.5}]}, "fraction must be in"),
     ({"collector": {"strategy": "drop-subject", "victim": -1}}, "victim must be"),
+    ({"collector": {"strategy": "drop-subject", "reason": "merged"}}, "reason must be one of"),
     ({"villain": "me"}, "unknown key(s) villain"),
 ])
 def test_bad_plans_are_one_line_input_errors(table: dict[str, object], message: str) -> None:

@@ -101,15 +101,19 @@ def test_silent_at_the_verdict_only_withholds_her_verdict(seed: int) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_garbage_inner_is_detected_not_attributed_and_never_yields_a_group_below_k(seed: int) -> None:
     """SPEC §3: detected after the reveal (an item that does not open), not attributed (that needs a
-    trace-back through every mixer): her group is released only with k records, else suppressed."""
+    trace-back through every mixer): her group is released only with k records, else suppressed by a signed
+    closing statement that excludes every member of it alike (`suppressed`), her honest group-mates too."""
     p = play({"subjects": [{"strategy": "garbage-inner", "rows": [0]}]}, seed=seed)
     (entry,) = p.entries("subject")
     assert p.outcome.completed
-    assert entry["detected"] and entry["detected_by"] == ["collector"] and not entry["excluded"]
-    assert entry["evidence"] == {"undecryptable_item": 1}
+    assert entry["detected"] and entry["detected_by"] == ["collector"]
+    suppressed = p.section["honest_excluded"]
+    assert set(suppressed) <= {"suppressed"} and entry["excluded"] == bool(suppressed)  # her group, not her alone
+    assert entry["evidence"] == {"undecryptable_item": 1, **({"excluded:suppressed": 1} if suppressed else {})}
     assert all(size >= CONFIG.k for size in p.outcome.group_sizes)
     assert p.released() <= p.records(p.honest_rows)  # never her record; honest ones, perhaps not all
-    assert set(p.section["honest_complaints"]) <= {"not_included"}  # members of a suppressed group
+    # Members of a suppressed group, as the release or the statement reaches them first.
+    assert set(p.section["honest_complaints"]) <= {"not_included", "excluded_after_reveal"}
     assert entry["leak"] == []
 
 

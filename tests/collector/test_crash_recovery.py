@@ -14,11 +14,12 @@ roster and assignments are written (start of sharing), right after the release, 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
+from coutil.adversary.subjects import SubjectStrategy
 from coutil.collector.service import PersistentCollector, identity_from_secret, load_or_create_secret, open_round
 from coutil.collector.storage import CollectorStore, StoredRound
 from coutil.errors import InputError
@@ -45,7 +46,9 @@ class World:
     subjects: list[SubjectNode]
 
 
-def _world(tmp_path: Path, seed: int = 7) -> World:
+def _world(tmp_path: Path, seed: int = 7, strategies: Mapping[int, type[SubjectStrategy]] | None = None) -> World:
+    """The service and N subjects on an in-memory bus (``strategies``: row -> a deviation of the library the
+    subject of that row plays)."""
     db = tmp_path / "collector.sqlite"
     secret = load_or_create_secret(db)
     store = CollectorStore(db)
@@ -56,8 +59,14 @@ def _world(tmp_path: Path, seed: int = 7) -> World:
     root = SeededRandom(seed)
     caches = SharedCaches()
     key = identity_from_secret(secret).public
-    subjects = [SubjectNode(collector_key=key, qi=qi[i], confidential=conf[i], rng=root.fork(f"s{i}"),
-                            caches=caches, retry_interval=1.0) for i in range(N)]
+    subjects: list[SubjectNode] = []
+    for i in range(N):
+        cls = (strategies or {}).get(i, SubjectNode)
+        node = cls(collector_key=key, qi=qi[i], confidential=conf[i], rng=root.fork(f"s{i}"), caches=caches,
+                   retry_interval=1.0)
+        if isinstance(node, SubjectStrategy):
+            node.configure({})
+        subjects.append(node)
     bus = MemoryBus(seed=seed, record_publications=True)
     bus.add_node("collector", service)
     for i, s in enumerate(subjects):

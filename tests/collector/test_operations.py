@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from coutil.adversary.subjects import Tamper
 from coutil.cli import main
 from coutil.protocol import codec
 from coutil.sdc.dataset import format_number
@@ -114,3 +115,32 @@ def test_the_service_keeps_its_exclusion_statements_and_the_auditor_checks_them(
     assert main(["verify", str(path), "--json"]) == 0
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["exclusion_evidence"]["status"] == "pass"
+
+
+def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A member who tampers with her batch is excluded `blamed_tamper`; the service stores the signed messages
+    of the run that proved it (its ``run_evidence`` table), the transcript it exports carries them (version 3),
+    and the auditor's replay finds the same culprit (`blame_evidence`). Without them the blame is skipped
+    as the collector's word, which it said nothing about before."""
+    world = _world(tmp_path, strategies={0: Tamper})
+    world.bus.run_until(until=600.0, predicate=lambda: world.service.finished)
+    assert world.service.node.outcome().completed
+    world.service.store.close()
+    path = tmp_path / "transcript.json"
+    assert main(["collector", "export", "--db", str(world.db), "--transcript", str(path)]) == 0
+    document = json.loads(path.read_text())
+    tamperer = world.subjects[0].sid
+    assert document["exclusions"] == {tamperer: "blamed_tamper"}
+    assert document["transcript_version"] == 3 and document["run_evidence_included"] is True
+    assert len(document["run_evidence"]) == 1 and document["run_evidence"][0]["envelopes"]
+    capsys.readouterr()
+    assert main(["verify", str(path), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["blame_evidence"]["status"] == "pass", checks["blame_evidence"]
+    assert "1 `blamed_*` exclusion(s), each proven" in checks["blame_evidence"]["notes"][0]
+    document["run_evidence"], document["run_evidence_included"] = [], False
+    path.write_text(json.dumps(document))
+    assert main(["verify", str(path), "--json"]) == 0
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["blame_evidence"]["status"] == "skip"
