@@ -47,6 +47,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "split-view-roster": "coutil.adversary.collector:SplitViewRoster",
     "split-view-release": "coutil.adversary.collector:SplitViewRelease",
     "drop-subject": "coutil.adversary.collector:DropSubject",
+    "lure-run": "coutil.adversary.collector:LureRun",
     "isolate-victim": "coutil.adversary.collector:IsolateVictim",
     "fabricate-members": "coutil.adversary.collector:FabricateMembers",
     "publish-below-k": "coutil.adversary.collector:PublishBelowK",

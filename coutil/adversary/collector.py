@@ -332,6 +332,31 @@ class DropSubject(CollectorStrategy):
         return out + super()._progress(touched, now)
 
 
+class LureRun(CollectorStrategy):
+    """Frames a live member as a deviator with a signed message of her own (found by an attacker on the auditor):
+    once the victim's run 0 has every member's keys, it shows her alone, on her inbox, a shuffle_start of her
+    group's next run with the same members. She answers it with her run_keys for that run, which its own code
+    takes for a message of a run it never started: she is excluded ``blamed_equivocation``, her answer the proof
+    an auditor's replay accepts. Her real group's next run, which excludes her, is a second shuffle_start of that
+    run: she holds both, a proof of equivocation (`SubjectNode.equivocation_evidence`)."""
+
+    NAME = "lure-run"
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+    NEEDS_VICTIM = True
+
+    def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        for group in touched:
+            if not self.deviated and self.victim_key in group.members and group.active \
+                    and not group.reveal_sent and group.all_keys():
+                assert self.victim_key is not None
+                self.deviated = True
+                lure = ShuffleStart(self.round_id, self.public_key, group.label, group.run + 1, group.members, (),
+                                    now + self.config.step_timeout)
+                out.append(Outgoing(topics.inbox(self.round_id, self.victim_key), self._sign(lure)))
+        return out + super()._progress(touched, now)
+
+
 class RouteMerge(CollectorStrategy):
     """Merges a group fallen below k into the ``rank``-th nearest group still sealed (2: the second nearest;
     0: the farthest) instead of the nearest, e.g. a group of members colluding with it, who then take their

@@ -289,7 +289,8 @@ def join_command(
     evidence: Annotated[Path | None, typer.Option(
         "--evidence", help="Write her evidence here when the round is over, however it ended (JSON, for `coutil "
         "verify --evidence`): her receipt (the announce and the first roster she received), her verdict with the "
-        "collector's signed verdict_ack, and her proof if the collector signed two roster roots to her.",
+        "collector's signed verdict_ack, and her proof if the collector equivocated to her (two roster roots, or two "
+        "different shuffle_starts of one run).",
         show_default=False)] = None,
 ) -> None:
     """Take one subject through the current round and print her audit verdict.
@@ -328,7 +329,8 @@ def join_command(
                                       *([EquivocationEvidence(*proof)] if proof is not None else []),
                                       *([RosterReceipt(*receipt)] if receipt is not None else [])])
     if proof is not None:
-        err_console.print(f"[red]the collector signed two roster roots for this round[/]: proof kept"
+        err_console.print(f"[red]the collector equivocated in this round[/] (two roster roots, or two different "
+                          "shuffle_starts of one run): proof kept"
                           f"{f' in {evidence}' if evidence is not None else ' (give --evidence FILE to keep it)'}; "
                           "any auditor checks it: coutil verify --evidence FILE --collector-key "
                           f"{announced.collector_key.hex()}")

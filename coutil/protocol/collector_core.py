@@ -127,6 +127,8 @@ class CollectorCore:
         self._excluded: dict[bytes, str] = {}
         #: (group, run) -> the signed envelopes that prove the run's `blamed_*` exclusions (`run_evidence`).
         self._run_evidence: dict[tuple[int, int], tuple[bytes, ...]] = {}
+        #: (group, run) -> the `blamed_*` exclusions (member, reason) that its evidence is for.
+        self._run_blames: dict[tuple[int, int], tuple[tuple[bytes, str], ...]] = {}
         self._records: dict[int, list[tuple[float, ...]]] = {}
         self._roster_out: Outgoing | None = None
         self._release_out: Outgoing | None = None
@@ -186,6 +188,10 @@ class CollectorCore:
         arrival order, then the rejected ones that proved a deviation): what an auditor replays to see that
         the signed statement's blames are proven (SPEC §8.5; `collector_groups.proven_exclusions`)."""
         return dict(self._run_evidence)
+
+    def run_blames(self) -> Mapping[tuple[int, int], tuple[tuple[bytes, str], ...]]:
+        """Per (group, run) of `run_evidence`, the `blamed_*` exclusions (member, reason) it ended with."""
+        return dict(self._run_blames)
 
     def _sign(self, message: Message) -> bytes:
         data: bytes = codec.encode(message, self._identity)
@@ -411,23 +417,26 @@ class CollectorCore:
         return [out]
 
     def _take_openings(self, now: float) -> list[Outgoing]:
-        """The opened groups' records; a group left below k is suppressed, by a signed closing statement."""
+        """The opened groups' records; a group with an item that did not open is suppressed, by a signed
+        closing statement."""
         out: list[Outgoing] = []
         for label in sorted(self._opening):
             group = self._groups[label]
             records = group.finish_opening(self._opening[label].result())
-            if len(records) >= self.config.k:
+            if len(records) == len(group.members):
                 self._records[label] = records
             else:
-                # Garbage inner layers left fewer than k records: the group is suppressed, never released
-                # below k, and never re-run (its secrets are out). SPEC §4 share.7. Stated, signed, as a
-                # suppression after the reveal_open is: without it an auditor sees members neither released
-                # nor excluded, and one member's garbage would convict an honest collector of dropping them.
+                # Garbage inner layers (an item that did not open): the group is suppressed, never re-run (its
+                # secrets are out), SPEC §4 share.7. Stated, signed, as a suppression after the reveal_open is:
+                # an auditor cannot tell a record that did not open from one the collector dropped, nor can the
+                # collector say whose it was (that would link items to members). Releasing the others (k or
+                # more) left members neither released nor excluded, and one member's garbage convicted an honest
+                # collector of dropping a record (found by an attacker on the auditor).
                 stated = tuple((key, "suppressed") for key in group.members)
                 for key, reason in stated:
                     self._excluded[key] = reason
                     self._event(MemberExcluded(now, label, reason, topics.sid_of(key)))
-                self._event(GroupSuppressed(now, label, len(records), "below_k_after_open"))
+                self._event(GroupSuppressed(now, label, len(records), "undecryptable_item"))
                 out.extend(self._start_run_close(group, stated, now))
             self._event(GroupOpened(now, label, group.run, len(records), group.undecryptable))
         self._opening.clear()
@@ -515,6 +524,7 @@ class CollectorCore:
             # What proves them, kept before the next run starts afresh (SPEC §8.5 run evidence).
             d = group.data
             self._run_evidence[(group.label, group.run)] = (*(payload for payload, _ in d.relay), *d.proofs)
+            self._run_blames[(group.label, group.run)] = tuple(c for c in culprits if c[1].startswith("blamed_"))
         if group.reveal_sent:
             return self._suppress(group, culprits, now)
         for key, reason in culprits:

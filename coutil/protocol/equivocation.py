@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec
-from coutil.protocol.messages import Announce, Assign, Message, Release, Roster
+from coutil.protocol.messages import Announce, Assign, Message, Release, Roster, ShuffleStart
 
 __all__ = ["CheckedEquivocation", "EquivocationEvidence", "RosterReceipt", "check_equivocation", "combine_receipts",
            "stated_roster_root"]
@@ -62,7 +62,8 @@ class CheckedEquivocation:
 def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None,
                        collector_key: bytes | None = None) -> CheckedEquivocation:
     """The three envelopes verify; the first is an announce; the other two are collector messages stating a
-    roster root (`stated_roster_root`), of the announce's round, signed by its sender, stating different roots.
+    roster root (`stated_roster_root`), of the announce's round, signed by its sender, stating different roots,
+    or two different shuffle_starts of one run (`_two_starts`).
     ``round_id``/``collector_key``: the round being audited (None: whichever the announce names)."""
     try:
         announce, first, second = (codec.decode(e).message for e in (item.announce, item.first, item.second))
@@ -74,6 +75,8 @@ def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None
         return CheckedEquivocation(problem="an announce of another round")
     if collector_key is not None and announce.sender != collector_key:
         return CheckedEquivocation(problem="an announce signed by another key than the round's collector")
+    if isinstance(first, ShuffleStart) or isinstance(second, ShuffleStart):
+        return _two_starts(announce, first, second)
     stated: list[str] = []
     roots: set[bytes] = set()
     for message in (first, second):
@@ -87,6 +90,23 @@ def check_equivocation(item: EquivocationEvidence, round_id: bytes | None = None
     if len(roots) == 1:
         return CheckedEquivocation(problem="both messages state the same roster root")
     return CheckedEquivocation(announce.round_id, announce.sender, " and ".join(stated))
+
+
+def _two_starts(announce: Announce, first: Message, second: Message) -> CheckedEquivocation:
+    """Two different shuffle_starts signed for one run of one group: an honest collector signs one per run (its
+    re-sends are the same bytes), so a member shown a run of her own (she answers it, and the collector excludes
+    her for answering a run it never started) holds both once the real one reaches her (SPEC §3)."""
+    if not (isinstance(first, ShuffleStart) and isinstance(second, ShuffleStart)):
+        return CheckedEquivocation(problem="a shuffle_start beside a message of another kind")
+    for message in (first, second):
+        if message.round_id != announce.round_id or message.sender != announce.sender:
+            return CheckedEquivocation(problem="a shuffle_start of another round or collector than the announce's")
+    if (first.group, first.run) != (second.group, second.run):
+        return CheckedEquivocation(problem="shuffle_starts of two different runs")
+    if first == second:
+        return CheckedEquivocation(problem="the same shuffle_start twice")
+    return CheckedEquivocation(announce.round_id, announce.sender,
+                               f"two different shuffle_starts of group {first.group} run {first.run}")
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,8 @@ class SubjectNode(SubjectCore):
                 # another round would pass the check above: it must not take the slot of her round's first root.
                 self._note_root(root, payload, bulletin=not isinstance(message, Assign),
                                 roster=isinstance(message, Roster))
+            elif isinstance(message, ShuffleStart) and self._round_id is not None and sender == self._collector_key:
+                self._note_start(message, payload)
             handler = TRANSITIONS[self.state].get(type(message))
             if handler is None:
                 raise RemoteProtocolError("unexpected", f"{message.TAG} in state {self.state}", ignore=True)
@@ -232,6 +234,21 @@ class SubjectNode(SubjectCore):
             self._root_envelope, self._first_root, self._root_is_bulletin = envelope, root, bulletin
         elif self._equivocation is None and root != self._first_root:
             self._equivocation = (self._announce_envelope, self._root_envelope, envelope)
+
+    def _note_start(self, start: ShuffleStart, envelope: bytes) -> None:
+        """A shuffle_start her round's collector signed that names her (a member, or excluded). The latest is kept
+        with its envelope; a different one for the same run completes a proof of equivocation: an honest collector
+        signs one per run. It catches a run shown to her alone (she answers it, and the collector excludes her
+        `blamed_equivocation` for answering a run it never started, with her answer as the proof an auditor
+        replays) once the real one, which excludes her, reaches her (found by an attacker on the auditor)."""
+        me = self.public_key
+        if me not in start.members and all(key != me for key, _ in start.excluded):
+            return
+        kept = self._start_kept
+        if kept is None or kept[0] != start.group or start.run > kept[1]:
+            self._start_kept = (start.group, start.run, envelope)  # (a re-sent older run does not replace it)
+        elif start.run == kept[1] and kept[2] != envelope and self._equivocation is None:
+            self._equivocation = (self._announce_envelope, kept[2], envelope)
 
     def _of_another_round(self, message: Message) -> bool:
         """The message names another round than the one she joined (none yet: any round may be hers)."""

@@ -174,6 +174,8 @@ class SubjectCore:
         #: The first roster of her round, exact envelope: her receipt (`roster_receipt`).
         self._receipt_envelope: bytes | None = None
         self._equivocation: tuple[bytes, bytes, bytes] | None = None
+        #: The latest shuffle_start naming her, (group, run, envelope): `SubjectNode._note_start`.
+        self._start_kept: tuple[int, int, bytes] | None = None
         #: The root of the roster broadcast on its retained bulletin topic (an answer on her inbox is only a
         #: hint): her reveal waits until it is the root she took part on (SPEC §7.3 roster, "split roster").
         self._bulletin_root: bytes | None = None

@@ -6,7 +6,7 @@ parameters and the collector's key), the roster, every subject's latest assign, 
 verdict the collector accepted and, when the writer had them, every signed ``shuffle_start`` the
 collector published (its signed statements of who was excluded from which run, and why), and for
 every run that ended in `blamed_*` exclusions the signed messages that prove them (run evidence:
-the run's member messages the collector held, which its members all saw). The
+the run's member messages the collector held, which its members saw between them). The
 exclusions table (sid -> reason) is the collector's unsigned summary. Registrations carry each
 subject's exact QIs, which only the collector may read: they are in the file only on request
 (``registrations_included``), for an auditor entrusted with them (who can then recompute the

@@ -162,8 +162,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
                    "not_k_anonymous, ...)"),
     ("equivocation", "split-roster, split-roster-early (release_first too), split-view-roster (two different "
                      "roster roots the collector signed for the round, in rosters, assigns or a release, shown to one "
-                     "subject, or in the receipts of different subjects or the transcript): from the subjects' "
-                     "evidence, which proves it without the transcript (a withheld round too)"),
+                     "subject, or in the receipts of different subjects or the transcript), a run shown to one member "
+                     "alone (two different shuffle_starts of one run): from the subjects' evidence, which proves it "
+                     "without the transcript (a withheld round too)"),
     ("acknowledged_verdicts", "hide_complaints (a verdict the collector acknowledged, a complaint or one bound to "
                               "another release, left out of the transcript): from the subjects' evidence "
                               "(evidence.json in a run directory, --evidence)"),
@@ -513,7 +514,7 @@ def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round
             check.notes.append(f"evidence not taken: {checked.problem}")
             continue
         proven.add(checked.round_id)
-        check.fail(f"the collector key {checked.collector_key.hex()} signed two roster roots for round "
+        check.fail(f"the collector key {checked.collector_key.hex()} equivocated in round "
                    f"{checked.round_id.hex()}: {checked.statement} (the subjects' evidence)")
     if check.status == "pass":
         # Counted as taken: those that decode as an announce and a roster of its round (the transcript's own

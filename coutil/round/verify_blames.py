@@ -10,9 +10,10 @@ replays them with the collector's own rules (`coutil.protocol.collector_groups.p
 collector that excludes a live honest member as a deviator, at once and with nothing to show (a false
 blame), fails here; before, nothing timed or proved such an exclusion.
 
-What the evidence discloses is what the run's members all saw: their run keys, onions, batches, votes and
-blames (a blame reveals the member's outer secret and permutation, never her inner key: nothing of the run
-can be opened, and no record of it was).
+What the evidence discloses is what the run's members saw between them: their run keys, onions (each its
+first mixer's), batches (each its next mixer's), votes and blames. A blame reveals the member's outer secret,
+permutation and commitment salt, never her inner key: the evidence links her to her inner-sealed item of that
+run, which nobody can open (no record of the run was).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def check_blame_evidence(r: VerifiedRound, check: Check) -> None:
         return
     if not t.run_evidence_included:
         check.skip(f"{len(blamed)} signed `blamed_*` exclusion(s), and the transcript holds no run evidence "
-                   "(written by an older coutil): they are the collector's word")
+                   f"(transcript version {t.version}: an older coutil's, or the evidence withheld): they are the "
+                   "collector's word")
         return
     announce_digest = codec.payload_digest_of(t.announce, codec.Limits())
     roster_root = r.roster.merkle_root if r.roster is not None else b""

@@ -28,8 +28,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",
         "split-roster-early",
-        # Found since: a merge routed to a group of its choosing (SPEC §3, the auditor's grouping check).
-        "route-merge"}
+        # Found since: a merge routed to a group of its choosing (SPEC §3, the auditor's grouping check), a run
+        # shown to one member alone so that her answer "proves" she equivocated (the auditor's blame_evidence).
+        "route-merge", "lure-run"}
     for name in SUBJECT_STRATEGIES:
         assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:

@@ -19,6 +19,7 @@ from coutil.adversary import SUBJECT_STRATEGIES
 from coutil.cli import main
 from coutil.protocol import codec
 from coutil.protocol.collector_groups import proven_exclusions
+from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
 from coutil.protocol.messages import Batch, Blame, Roster, ShuffleStart, Vote
 from coutil.protocol.topics import sid_of
 
@@ -27,10 +28,10 @@ BLAMED = ("bad-key", "copycat", "equivocate", "false-complaint", "keys-ahead", "
           "withhold")
 
 
-def _simulate(tmp_path: Path, name: str, seed: int, adversary: str) -> Path:
+def _simulate(tmp_path: Path, name: str, seed: int, adversary: str, rows: int = 36) -> Path:
     out = tmp_path / f"{name}-{seed}"
     config = tmp_path / f"{name}.toml"
-    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n" + adversary)
+    config.write_text(f"[round]\nk = 3\nrandom_records = 50\n[data]\nrows = {rows}\n" + adversary)
     assert main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out),
                  "--with-registrations", "--json"]) in (0, 3, 4)
     return out
@@ -61,6 +62,20 @@ def test_no_subject_deviation_convicts_an_honest_collector(
         assert check["status"] == "pass", check
         if strategy in BLAMED:
             assert "each proven by the signed messages" in check["notes"][0], check
+
+
+def test_garbage_in_a_group_above_k_suppresses_it_with_a_statement(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker on the auditor: garbage inner layers in a group of four (k = 3) left three records,
+    which were released; the auditor saw four live members and three records (`membership`: one dropped without
+    an exclusion) and failed the honest collector. Any item that does not open now suppresses its group, stated."""
+    plan = '[[adversary.subjects]]\nstrategy = "garbage-inner"\nrows = [4]\n'
+    for seed in (3, 5):
+        out = _simulate(tmp_path, "garbage-37", seed, plan, rows=37)
+        exclusions = json.loads((out / "transcript.json").read_text())["exclusions"]
+        assert set(exclusions.values()) == {"suppressed"} and len(exclusions) >= 3, exclusions
+        code, result, _ = _verify(out, capsys)
+        assert code == 0, (seed, result["first_problem"])
 
 
 @pytest.mark.parametrize("reason", ["blamed_tamper", "blamed_unsolicited", "blamed_split_view", "blamed_equivocation"])
@@ -159,3 +174,51 @@ def test_limit_a_batch_left_out_of_the_evidence_frames_its_mixer(tmp_path: Path)
             if not (isinstance(m, Batch) and m.step > position) and not (isinstance(m, Vote) and m.go)]
     framed = proven_exclusions(start, kept, announce_digest, roster.merkle_root, {})
     assert framed == {victim: {"blamed_false_complaint"}}
+
+
+def test_a_run_shown_to_one_member_alone_is_proven_by_her_two_starts(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """lure-run (found by an attacker on the auditor): the victim answers a next run shown to her alone, and the
+    collector's own rule excludes her `blamed_equivocation` with her answer as the proof, which the replay
+    accepts. The real next run, which excludes her, reaches her too: two different signed shuffle_starts of
+    one run, her proof of equivocation (evidence.json). Even with its lure left out of the transcript (a
+    collector exporting only its honest messages: then every transcript check passes), verify fails on it."""
+    for seed in (3, 5, 7):
+        out = _simulate(tmp_path, "lure", seed, '[adversary.collector]\nstrategy = "lure-run"\n')
+        [entry] = json.loads((out / "report.json").read_text())["adversary"]["deviants"]
+        assert entry["deviated"] and entry["equivocation_proofs"] == 1 and entry["public"], entry
+        path = out / "transcript.json"
+        doc = json.loads(path.read_text())
+        assert list(doc["exclusions"].values()) == ["blamed_equivocation"]
+        runs: dict[tuple[int, int], list[str]] = {}
+        for envelope in doc["shuffle_starts"]:
+            start = codec.decode(bytes.fromhex(envelope)).message
+            assert isinstance(start, ShuffleStart)
+            runs.setdefault((start.group, start.run), []).append(envelope)
+        [lure] = [envelopes[0] for envelopes in runs.values() if len(envelopes) == 2]
+        doc["shuffle_starts"] = [e for e in doc["shuffle_starts"] if e != lure]
+        path.write_text(json.dumps(doc))
+        code, result, check = _verify(out, capsys)
+        failed = {c["check"]: c["problems"] for c in result["checks"] if c["status"] == "fail"}
+        assert code == 3 and list(failed) == ["equivocation"], failed
+        assert "two different shuffle_starts of group" in failed["equivocation"][0]
+        assert check["status"] == "pass"  # her answer alone proves what the collector says
+
+
+def test_two_shuffle_starts_prove_equivocation_only_when_they_differ_for_one_run(tmp_path: Path) -> None:
+    out = _simulate(tmp_path, "lure", 3, '[adversary.collector]\nstrategy = "lure-run"\n')
+    doc = json.loads((out / "transcript.json").read_text())
+    announce, roster = bytes.fromhex(doc["announce"]), bytes.fromhex(doc["roster"])
+    starts = [bytes.fromhex(e) for e in doc["shuffle_starts"]]
+    by_run: dict[tuple[int, int], list[bytes]] = {}
+    for envelope in starts:
+        start = codec.decode(envelope).message
+        assert isinstance(start, ShuffleStart)
+        by_run.setdefault((start.group, start.run), []).append(envelope)
+    [pair] = [e for e in by_run.values() if len(e) == 2]
+    other = next(e[0] for e in by_run.values() if len(e) == 1)
+    assert "two different shuffle_starts" in check_equivocation(EquivocationEvidence(announce, *pair)).statement
+    same = EquivocationEvidence(announce, pair[0], pair[0])
+    assert "the same shuffle_start twice" in check_equivocation(same).problem
+    assert "two different runs" in check_equivocation(EquivocationEvidence(announce, pair[0], other)).problem
+    assert "another kind" in check_equivocation(EquivocationEvidence(announce, pair[0], roster)).problem
