@@ -403,9 +403,11 @@ class Equivocate(SubjectStrategy):
         g = len(run.members)
         right = topics.subject_to(self._round_id, self.public_key, run.members[step]) if step < g else \
             topics.subject_group(self._round_id, self.public_key)
-        if self.param_str("via") == "same-topic":
+        elsewhere = next((m for m in run.members if m != self.public_key and (step >= g or m != run.members[step])),
+                         None)
+        if self.param_str("via") == "same-topic" or elsewhere is None:
+            # (In a run of two before the last step nobody but the next mixer is left to show the other one.)
             return [*out, self._emit(right, tampered)]
-        elsewhere = next(m for m in run.members if m != self.public_key and (step >= g or m != run.members[step]))
         run.batches[step] = tampered.items  # she goes on with what the next mixer got
         return [self._emit(topics.subject_to(self._round_id, self.public_key, elsewhere), batch),
                 self._emit(right, tampered)]

@@ -7,6 +7,7 @@ record. The two misreports cannot be told from the truth: what they do is measur
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -263,3 +264,13 @@ def test_with_the_rule_of_f49165b_her_whole_group_is_excluded(monkeypatch: pytes
     _old_blame_rules(monkeypatch, whole_group=True)
     p = play({"subjects": [{"strategy": "hide-submit", "rows": [5]}]}, seed=SEEDS[0])
     assert any(reason == "blame_inconclusive" for reason in p.section["honest_excluded"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_equivocate_in_runs_of_two_does_not_crash(seed: int) -> None:
+    """At k = 2 a mixer before the last has no fellow but the next mixer to show her other batch to: the strategy
+    signs both on the next mixer's topic (found by an attacker: it raised StopIteration and crashed the round)."""
+    config = dataclasses.replace(CONFIG, k=2)
+    p = play({"subjects": [{"strategy": "equivocate", "rows": [0]}]}, seed=seed, config=config)
+    (entry,) = p.entries("subject")
+    assert p.outcome.completed and entry["deviated"] and entry["excluded"], entry
