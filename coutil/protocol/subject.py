@@ -400,8 +400,12 @@ class SubjectNode(SubjectCore):
         # have left (a merged group is dissolved for good).
         if message.group == self._group and message.members == self._assigned:
             pending = self._pending_start
-            if pending is not None and self._resend.pending(("fetch", "assign")):
-                # The collector answered my fetch with the assign I hold: it does not cover that run.
+            if pending is not None and self._resend.pending(("fetch", "assign")) \
+                    and now - self._pending_since >= self._retry_interval:
+                # The collector answered my fetch with the assign I hold: it does not cover that run. (Not a copy
+                # that arrives sooner: a re-send of my assign from before the merge, overtaken by the run on the
+                # way, is no answer; refused on it, an honest collector's merge became a complaint, found with a
+                # broker that reorders. The fetch is re-sent meanwhile, and its answer is the newer assign.)
                 self._resend.cancel(("fetch", "assign"))
                 return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)

@@ -154,6 +154,9 @@ class SubjectCore:
         self._events: list[SubjectEvent] = []
         # ``news``: shared by the subjects one process hosts (their messages wait in the same queues).
         self._resend = Resender(retry_interval, news=news)
+        self._retry_interval = retry_interval
+        #: When she first asked for her assign because of a run outside her group (`_pending_start`).
+        self._pending_since = 0.0
         self._round_id: bytes | None = None
         self._params: RoundParams | None = None
         #: The payload digest of the announce she took part on: bound into every run's membership digest
@@ -389,6 +392,8 @@ class SubjectCore:
         if not set(message.members) <= set(self._assigned):
             # Members my assign does not name: a merge whose new assign I have not received yet, or a
             # collector deviating. Ask for my current assign; if it does not cover the run, refuse.
+            if self._pending_start is None:
+                self._pending_since = now
             self._pending_start = message
             if self._resend.pending(("fetch", "assign")):
                 return []

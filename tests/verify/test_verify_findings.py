@@ -223,3 +223,21 @@ def test_a_verdict_that_is_not_accept_ok_or_a_reason_code_fails_verdicts(
     forge.doc["verdicts"][0] = codec.encode(odd, forge.subject[first.sender]._identity).hex()
     text = _saved_and_failing(forge, run, capsys, "verdicts")
     assert "not accept with `ok` or a complaint with a reason code" in text and "evil" not in text
+
+
+def test_a_reordering_broker_does_not_turn_an_honest_merge_into_a_complaint(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker on the auditor (a broker holding 30 % of the messages back up to 2 s, a tamperer whose
+    group merges): a member shown the merged group's run before her new assign asks for her assign; a re-sent copy
+    of her old one, overtaken on the way, reached her first, and she took it for the collector's answer and refused
+    the run (`run_not_in_group`), a complaint that failed the honest collector. She now takes an answer only once
+    her fetch waited a re-send interval (the fetch is re-sent meanwhile, and its answer is the newer assign)."""
+    config = tmp_path / "reorder.toml"
+    config.write_text('[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n[[adversary.subjects]]\n'
+                      'strategy = "tamper"\nrows = [4]\n[adversary.broker]\nstrategy = "reorder"\nprobability = 0.3\n')
+    for seed in (3, 5, 7):
+        out = tmp_path / f"reorder-{seed}"
+        main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
+              "--json"])
+        capsys.readouterr()
+        assert main(["verify", str(out)]) == 0, (seed, capsys.readouterr().err[-400:])
