@@ -422,8 +422,9 @@ class CollectorCore:
         out: list[Outgoing] = []
         for label in sorted(self._opening):
             group = self._groups[label]
-            records = group.finish_opening(self._opening[label].result())
-            if len(records) == len(group.members):
+            opened = self._opening[label].result()
+            records = group.finish_opening(opened)
+            if len(records) == len(opened):  # every item of the final batch opened
                 self._records[label] = records
             else:
                 # Garbage inner layers (an item that did not open): the group is suppressed, never re-run (its
