@@ -163,6 +163,17 @@ class CollectorStrategy(CollectorNode):
                     found[missing.pop()] = next(iter(rest))
         return found
 
+    def _victim_run_keyed(self, touched: list[GroupState]) -> GroupState | None:
+        """The victim's group once her run has every member's keys (hers too), the first time only: when the
+        strategies that act on her run do (it then counts as deviated)."""
+        if self.deviated or self.victim_key is None:
+            return None
+        for group in touched:
+            if self.victim_key in group.members and group.active and not group.reveal_sent and group.all_keys():
+                self.deviated = True
+                return group
+        return None
+
     def _victim_label(self) -> int | None:
         return self._group_of.get(self.victim_key) if self.victim_key is not None else None
 
@@ -322,14 +333,11 @@ class DropSubject(CollectorStrategy):
     NEEDS_VICTIM = True
 
     def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
-        out: list[Outgoing] = []
-        for group in touched:
-            if not self.deviated and self.victim_key in group.members and group.active \
-                    and not group.reveal_sent and group.all_keys():
-                self.deviated = True
-                assert self.victim_key is not None
-                out.extend(self._exclude(group, ((self.victim_key, str(self.params["reason"])),), now))
-        return out + super()._progress(touched, now)
+        group = self._victim_run_keyed(touched)
+        if group is None or self.victim_key is None:
+            return super()._progress(touched, now)
+        return self._exclude(group, ((self.victim_key, str(self.params["reason"])),), now) \
+            + super()._progress(touched, now)
 
 
 class LureRun(CollectorStrategy):
@@ -345,16 +353,13 @@ class LureRun(CollectorStrategy):
     NEEDS_VICTIM = True
 
     def _progress(self, touched: list[GroupState], now: float) -> list[Outgoing]:
-        out: list[Outgoing] = []
-        for group in touched:
-            if not self.deviated and self.victim_key in group.members and group.active \
-                    and not group.reveal_sent and group.all_keys():
-                assert self.victim_key is not None
-                self.deviated = True
-                lure = ShuffleStart(self.round_id, self.public_key, group.label, group.run + 1, group.members, (),
-                                    now + self.config.step_timeout)
-                out.append(Outgoing(topics.inbox(self.round_id, self.victim_key), self._sign(lure)))
-        return out + super()._progress(touched, now)
+        group = self._victim_run_keyed(touched)
+        if group is None or self.victim_key is None:
+            return super()._progress(touched, now)
+        lure = ShuffleStart(self.round_id, self.public_key, group.label, group.run + 1, group.members, (),
+                            now + self.config.step_timeout)
+        shown = Outgoing(topics.inbox(self.round_id, self.victim_key), self._sign(lure))
+        return [shown, *super()._progress(touched, now)]
 
 
 class RouteMerge(CollectorStrategy):

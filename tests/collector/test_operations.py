@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from coutil.adversary.subjects import Tamper
 from coutil.cli import main
 from coutil.protocol import codec
 from coutil.sdc.dataset import format_number
-from tests.collector.test_crash_recovery import N, _world
+from tests.collector.test_crash_recovery import N, World, _world
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,16 @@ def test_transcript_with_registrations_only_on_request(finished_db: tuple[Path, 
     assert document["registrations_included"] is True and len(document["registrations"]) == N
 
 
+def _finish_and_export(world: World, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """Run the round to its end, close the store as a stopped service does, export the transcript and read it."""
+    world.bus.run_until(until=600.0, predicate=lambda: world.service.finished)
+    assert world.service.node.outcome().completed
+    world.service.store.close()
+    path = tmp_path / "transcript.json"
+    assert main(["collector", "export", "--db", str(world.db), "--transcript", str(path)]) == 0
+    return path, json.loads(path.read_text())
+
+
 def test_the_service_keeps_its_exclusion_statements_and_the_auditor_checks_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The service stores every signed shuffle_start it publishes, so the transcript it exports lets an
@@ -103,12 +114,7 @@ def test_the_service_keeps_its_exclusion_statements_and_the_auditor_checks_them(
     world.bus.run_until(until=300.0, predicate=lambda: world.service.node.state == "sharing")
     gone = world.subjects[0]
     world.bus.vanish(gone.sid, world.bus.now)  # silent from the start of the sharing
-    world.bus.run_until(until=600.0, predicate=lambda: world.service.finished)
-    assert world.service.node.outcome().completed
-    world.service.store.close()
-    path = tmp_path / "transcript.json"
-    assert main(["collector", "export", "--db", str(world.db), "--transcript", str(path)]) == 0
-    document = json.loads(path.read_text())
+    path, document = _finish_and_export(world, tmp_path)
     assert document["shuffle_starts_included"] is True and len(document["shuffle_starts"]) >= N // 3 + 1
     assert document["exclusions"] == {gone.sid: "silent"}
     capsys.readouterr()
@@ -124,12 +130,7 @@ def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it
     and the auditor's replay finds the same culprit (`blame_evidence`). Without them the blame is skipped
     as the collector's word, which it said nothing about before."""
     world = _world(tmp_path, strategies={0: Tamper})
-    world.bus.run_until(until=600.0, predicate=lambda: world.service.finished)
-    assert world.service.node.outcome().completed
-    world.service.store.close()
-    path = tmp_path / "transcript.json"
-    assert main(["collector", "export", "--db", str(world.db), "--transcript", str(path)]) == 0
-    document = json.loads(path.read_text())
+    path, document = _finish_and_export(world, tmp_path)
     tamperer = world.subjects[0].sid
     assert document["exclusions"] == {tamperer: "blamed_tamper"}
     assert document["transcript_version"] == 3 and document["run_evidence_included"] is True
