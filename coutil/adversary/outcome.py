@@ -421,7 +421,8 @@ def _unproven_blames(collector: CollectorNode) -> int:
     evidence = collector.run_evidence()
     count = 0
     for (group, run), culprits in collector.run_blames().items():
-        messages = [(codec.decode_own(e), e) for e in evidence.get((group, run), ())]
+        # Member messages among them came over the wire: decoded as received (verified), not as its own bytes.
+        messages = [(codec.decode(e).message, e) for e in evidence.get((group, run), ())]
         start = next((m for m, _ in messages if isinstance(m, ShuffleStart) and (m.group, m.run) == (group, run)
                       and m.sender == collector.public_key), None)
         if start is None:
