@@ -39,6 +39,7 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "bad-key": "coutil.adversary.subjects:BadKey",
     "keys-ahead": "coutil.adversary.subjects:KeysAhead",
     "hide-submit": "coutil.adversary.subjects:HideSubmit",
+    "early-no-go": "coutil.adversary.subjects:EarlyNoGo",
 }
 
 #: Collector strategies: name -> "module:class".

@@ -32,15 +32,15 @@ from typing import ClassVar
 from coutil.protocol import crypto, topics
 from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, ShuffleStart, Submit, Vote
 from coutil.protocol.node import Outgoing
-from coutil.protocol.shuffle import members_digest
+from coutil.protocol.shuffle import NO_BATCH, batch_digest, members_digest
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_core import SubjectRun
 
 __all__ = [
-    "BadKey", "Copycat", "DirectNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner", "HideSubmit",
-    "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent", "SubjectStrategy",
-    "Tamper", "UnsolicitedBlame", "Withhold",
+    "BadKey", "Copycat", "DirectNoGo", "EarlyNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner",
+    "HideSubmit", "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent",
+    "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
 ]
 
 
@@ -292,7 +292,7 @@ class UnsolicitedBlame(SubjectStrategy):
         if run is not None and run.my_sealed is not None and self._deviate(run.number):
             assert self._round_id is not None and self._group is not None
             out.append(self._publish_group(Blame(self._round_id, self.public_key, self._group, run.number,
-                                                 run.outer.secret, (), run.my_salt)))
+                                                 run.outer.secret, (), run.my_salt, (), NO_BATCH, b"")))
         return out
 
 
@@ -405,12 +405,13 @@ class Equivocate(SubjectStrategy):
             topics.subject_group(self._round_id, self.public_key)
         elsewhere = next((m for m in run.members if m != self.public_key and (step >= g or m != run.members[step])),
                          None)
+        sent = self._emit(right, tampered)
+        run.my_batch = sent  # what she re-sends with a blame
         if self.param_str("via") == "same-topic" or elsewhere is None:
             # (In a run of two before the last step nobody but the next mixer is left to show the other one.)
-            return [*out, self._emit(right, tampered)]
+            return [*out, sent]
         run.batches[step] = tampered.items  # she goes on with what the next mixer got
-        return [self._emit(topics.subject_to(self._round_id, self.public_key, elsewhere), batch),
-                self._emit(right, tampered)]
+        return [self._emit(topics.subject_to(self._round_id, self.public_key, elsewhere), batch), sent]
 
 
 class DirectNoGo(SubjectStrategy):
@@ -428,9 +429,12 @@ class DirectNoGo(SubjectStrategy):
         assert self._group is not None and run.final_digest is not None
         fellow = next(m for m in run.members if m != self.public_key)
         topic = topics.subject_to(self._round_id, self.public_key, fellow)
+        no_go = self._emit(topic, self._vote(run, False, run.final_digest))
+        mixed = run.batches.get(run.members.index(self.public_key) + 1)
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret,
-                      run.my_permutation, run.my_salt)
-        return [self._emit(topic, self._vote(run, False, run.final_digest)), self._emit(topic, blame), *out]
+                      run.my_permutation, run.my_salt, tuple(run.batches_taken.values()),
+                      NO_BATCH if mixed is None else batch_digest(mixed), no_go.payload)
+        return [no_go, self._emit(topic, blame), *out]
 
 
 class KeysAhead(SubjectStrategy):
@@ -475,3 +479,23 @@ class BadKey(SubjectStrategy):
             else:
                 message = dataclasses.replace(message, outer_kx=self.SMALL_ORDER)
         return super()._emit(topic, message)
+
+
+class EarlyNoGo(SubjectStrategy):
+    """Votes no-go (and blames) as soon as she holds every member's run keys, before any batch: as a mixer
+    who claims an item she cannot peel, whatever her position, so that honest mixers blame before they mix."""
+
+    NAME = "early-no-go"
+
+    def _advance(self, now: float) -> list[Outgoing]:
+        out = super()._advance(now)
+        run = self._run
+        if run is None or run.my_sealed is None or run.my_vote is not None or run.blamed \
+                or not self._deviate(run.number):
+            return out
+        run.my_vote = False
+        vote = self._vote(run, False, NO_BATCH)
+        run.votes[self.public_key] = vote
+        no_go = self._publish_group(vote)
+        run.no_go_vote = no_go.payload
+        return [*out, no_go, *self._start_blame(run, now)]

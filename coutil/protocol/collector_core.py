@@ -44,7 +44,7 @@ from coutil.protocol.events import (
     RunRelayed,
     RunStarted,
 )
-from coutil.protocol.messages import Assign, Message, Reveal, RunKeys, Verdict
+from coutil.protocol.messages import Assign, Blame, Message, Reveal, RunKeys, Verdict
 from coutil.protocol.node import SERIAL_POOL, Outgoing, Pending, RandomSource, Rejection, RejectionLog, WorkPool
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap
@@ -291,16 +291,21 @@ class CollectorCore:
                                              False, message.sender, message.TAG))
             group.data.proofs.append(decoded.envelope)
             return self._exclude(group, ((message.sender, "blamed_equivocation"),), now)
-        try:
-            group.observe(message, decoded.envelope, now, self.config.step_timeout, self._tree.root, self._addressed_to)
-        except RemoteProtocolError as exc:
-            group.data.proofs.append(decoded.envelope)  # the evidence of her exclusion, if it is one
-            out = self._on_deviation(group, message.sender, exc, now)
-            if out is None:
-                group.data.proofs.pop()
-                raise
-            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
-                                             message.TAG))
+        out = self._observe(group, message, decoded.envelope, now, self._addressed_to)
+        if out is None and isinstance(message, Blame):
+            # Her input batch and the no-go vote she answers, as if they had come on their topics: one the
+            # collector lacked (lost, or hidden from it), a second one of their signer (her equivocation), or one
+            # it holds.
+            for carried, envelope in group.blame_carried(message):
+                try:
+                    out = self._observe(group, carried, envelope, now, None)
+                except RemoteProtocolError as exc:
+                    if not exc.ignore:
+                        self.rejections.append(Rejection(now, "", exc.reason, exc.detail, False, carried.sender,
+                                                         carried.TAG))
+                if out is not None:
+                    return out
+        if out is not None:
             return out
         if isinstance(message, RunKeys) and not group.reveal_sent:
             # The last run_keys to reach the collector: votes it kept meanwhile are checked now.
@@ -317,6 +322,24 @@ class CollectorCore:
                 self._resend.cancel(("shuffle_start", group.label))
         self._track(group)
         return self._progress([group], now)
+
+    def _observe(self, group: GroupState, message: GroupMessage, envelope: bytes, now: float,
+                 to: str | None) -> list[Outgoing] | None:
+        """`GroupState.observe`; a rejection that proves its sender deviated excludes her (what to send: the
+        message is kept among the run's proofs), any other is raised. None: the message was taken."""
+        assert self._tree is not None
+        try:
+            group.observe(message, envelope, now, self.config.step_timeout, self._tree.root, to)
+        except RemoteProtocolError as exc:
+            group.data.proofs.append(envelope)  # the evidence of her exclusion, if it is one
+            out = self._on_deviation(group, message.sender, exc, now)
+            if out is None:
+                group.data.proofs.pop()
+                raise
+            self.rejections.append(Rejection(now, "", exc.reason, exc.detail, exc.ignore, message.sender,
+                                             message.TAG))
+            return out
+        return None
 
     def _unstarted(self, group: GroupState, message: GroupMessage) -> bool:
         """A member's message naming a later run of her group than the collector started, or a group she
@@ -369,12 +392,6 @@ class CollectorCore:
                 continue
             if group.blame_complete():
                 out.extend(self._resolve_blame(group, now))
-            elif not group.reveal_sent and group.unjustified_blamers():
-                # Blamed although every member voted go on the final batch: excluded, and the run
-                # starts again (nobody has revealed yet).
-                blamers = group.unjustified_blamers()
-                self._event(BlameResolved(now, group.label, group.run, len(blamers), "blame without a no-go vote"))
-                out.extend(self._exclude(group, tuple((m, "blamed_unsolicited") for m in blamers), now))
             elif group.reveals_complete():
                 out.extend(self._open_group(group, now))
         if not self._reveal_opened:

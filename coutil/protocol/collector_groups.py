@@ -23,7 +23,7 @@ from typing import TypeAlias, TypeVar
 import numpy as np
 
 from coutil.errors import RemoteProtocolError
-from coutil.protocol import crypto, topics
+from coutil.protocol import codec, crypto, topics
 from coutil.protocol.messages import (
     Batch,
     Blame,
@@ -38,6 +38,7 @@ from coutil.protocol.messages import (
 )
 from coutil.protocol.node import SERIAL_POOL, Pending, WorkPool
 from coutil.protocol.shuffle import (
+    NO_BATCH,
     BlameResult,
     assign_blame,
     batch_digest,
@@ -168,8 +169,11 @@ class GroupState:
             if message.sender not in d.view_mismatch:
                 d.view_mismatch.append(message.sender)
             raise RemoteProtocolError("view_mismatch", f"{message.TAG} states another roster or membership")
-        if isinstance(message, Blame) and self.reveal_sent and not self.no_go:
-            raise RemoteProtocolError("unjustified_blame", "blame after every member voted go")
+        if isinstance(message, Blame):
+            if self.reveal_sent and not self.no_go:
+                raise RemoteProtocolError("unjustified_blame", "blame after every member voted go")
+            self.blame_carried(message)
+            self._check_stated_batch(message.sender, message.batch_digest, d.batches.get(self._step_of(message.sender)))
         if isinstance(message, Submit | Batch):
             target = self._target(message)
         if to is not None and (target is None or topics.sid_of(target) != to):
@@ -182,6 +186,9 @@ class GroupState:
         elif isinstance(message, Submit):
             fresh = _store(d.submissions, message.sender, message)
         elif isinstance(message, Batch):
+            blame = d.blames.get(message.sender)
+            if blame is not None:
+                self._check_stated_batch(message.sender, blame.batch_digest, message.items)
             fresh = _store(d.batches, message.step, message.items)
         elif isinstance(message, Vote):
             # Checked against the keys the collector holds; while a member's run_keys has not reached it
@@ -212,6 +219,55 @@ class GroupState:
             self.next_relay = None
             if not isinstance(message, Reveal):  # an inner secret is for the collector only
                 d.relay.append((envelope, target))
+
+    def blame_carried(self, blame: Blame) -> list[tuple[Batch | Vote, bytes]]:
+        """The signed messages ``blame`` carries, verified (SPEC §8.4): the batches its author took (her input, the
+        final batch), then the no-go vote she answers. REJECT ``unjustified_blame`` unless the vote is a no-go vote
+        of the blame's run by one of its members, and each batch, of a distinct step, her input or the final one,
+        by its mixer. The caller observes them as messages of the run, so a collector cannot show a run without
+        them: another vote of the voter (a go vote it kept) is her equivocation, never an unsolicited blame (found
+        by an attacker: the honest blamers were framed), and every batch a member took is in the evidence."""
+        carried: list[tuple[Batch | Vote, bytes]] = []
+        mine, g = self._step_of(blame.sender), len(self.members)
+        steps: set[int] = set()
+        for envelope in blame.batches_taken:
+            batch = self._carried(blame, envelope, "batch")
+            if not isinstance(batch, Batch) or batch.step not in (mine - 1, g) or batch.step in (0, mine, *steps) \
+                    or batch.sender != self.members[batch.step - 1]:
+                raise RemoteProtocolError("unjustified_blame", "blame carries a batch she did not take")
+            steps.add(batch.step)
+            carried.append((batch, envelope))
+        vote = self._carried(blame, blame.no_go_vote, "vote")
+        if not isinstance(vote, Vote) or vote.go or vote.sender not in self.members:
+            raise RemoteProtocolError("unjustified_blame", "blame carries no no-go vote of its run")
+        carried.append((vote, blame.no_go_vote))
+        return carried
+
+    @staticmethod
+    def _carried(blame: Blame, envelope: bytes, what: str) -> Message:
+        try:
+            message = codec.decode(envelope).message
+        except RemoteProtocolError:
+            raise RemoteProtocolError("unjustified_blame", f"blame carries no signed {what}") from None
+        if not isinstance(message, Batch | Vote) \
+                or (message.round_id, message.group, message.run) != (blame.round_id, blame.group, blame.run):
+            raise RemoteProtocolError("unjustified_blame", f"blame carries a {what} of another run")
+        return message
+
+    def _step_of(self, member: bytes) -> int:
+        return self.members.index(member) + 1
+
+    @staticmethod
+    def _check_stated_batch(mixer: bytes, stated: bytes, published: Sequence[bytes] | None) -> None:
+        """A mixer's blame and her batch agree: the blame states the batch's digest, or `NO_BATCH` and there is
+        none. Two signed statements that differ are equivocation, whichever came first."""
+        if published is not None and stated != batch_digest(published):
+            raise RemoteProtocolError("equivocation", "blame states another batch than its mixer published")
+
+    def _stated_batch_missing(self, member: bytes) -> bool:
+        """Her blame states a batch the collector does not hold (lost on its way: she re-sends it with her blame)."""
+        blame = self.data.blames.get(member)
+        return blame is not None and blame.batch_digest != NO_BATCH and self._step_of(member) not in self.data.batches
 
     def _target(self, message: Submit | Batch) -> bytes | None:
         """The one member a submission or a batch before the last is for (None: the final batch)."""
@@ -262,14 +318,11 @@ class GroupState:
             and len({v.keys_digest for v in self.data.votes.values()}) == 1
 
     def blame_complete(self) -> bool:
-        """Every member blamed, and the collector holds every submission and run key: re-execution can
-        name whoever deviated (SPEC §4 share.6)."""
+        """Every member blamed, and the collector holds every submission and run key, and every batch a blame
+        states: re-execution can name whoever deviated (SPEC §4 share.6)."""
         d, n = self.data, len(self.members)
-        return self.no_go and len(d.blames) == n and len(d.submissions) == n and len(d.keys) == n
-
-    def unjustified_blamers(self) -> list[bytes]:
-        """Members who blamed although every member voted go on the final batch (SPEC §4 share.6)."""
-        return sorted(self.data.blames) if self.ready else []
+        return self.no_go and len(d.blames) == n and len(d.submissions) == n and len(d.keys) == n \
+            and not any(self._stated_batch_missing(m) for m in self.members)
 
     def reveals_complete(self) -> bool:
         return self.ready and self.reveal_sent and len(self.data.reveals) == len(self.members)
@@ -279,11 +332,12 @@ class GroupState:
         d = self.data
         members = self.members
         if self.no_go:
-            # Re-execution needs every member's submission and keys too: members re-send their submission
-            # with their blame, so a member whose own is still missing (mixer 1 who mixed hers without
-            # publishing it, a member who sent it where the collector does not read) is the one missing.
+            # Re-execution needs every member's submission and keys too, and the batch her blame states: members
+            # re-send their submission and batch with their blame, so a member whose own is still missing (mixer
+            # 1 who mixed hers without publishing it, a member who sent it where the collector does not read) is
+            # the one missing.
             return [m for m in members if m not in d.blames] \
-                or [m for m in members if m not in d.submissions or m not in d.keys]
+                or [m for m in members if m not in d.submissions or m not in d.keys or self._stated_batch_missing(m)]
         if self.ready:
             return [m for m in members if m not in d.reveals] if self.reveal_sent else []
         if self.final_batch is not None:
@@ -365,6 +419,8 @@ def deviation_exclusion(reason: str, reveal_sent: bool) -> str | None:
         return "blamed_split_view"
     if reason in ("equivocation", "bad_key"):
         return f"blamed_{reason}"
+    if reason == "unjustified_blame":  # a blame carrying no signed no-go vote of its run
+        return "blamed_unsolicited"
     return None
 
 
@@ -387,13 +443,27 @@ def proven_exclusions(
     """The `blamed_*` exclusions that a run's signed messages prove, member by member (an auditor's replay of
     what the collector decided, SPEC §8.5): the run ``start`` opened, with its member messages (``messages``:
     decoded, signatures verified, with their envelopes) handed to a fresh `GroupState` in the order the
-    collector kept them (the relay's, then the proofs). The collector's own reveal_open of the run marks it
-    revealed. Every rule is the collector's: `observe`, `deviation_exclusion`, `is_unstarted`,
-    `votes_on_other_keys`, `blame` (re-execution from the blames) and `unjustified_blamers`."""
+    collector kept them (the relay's, then the proofs); what a blame carries right after it, as the collector
+    takes it. The collector's own reveal_open of the run marks it revealed. Every rule is the collector's:
+    `observe` (a blame without a no-go vote of its run is unsolicited), `deviation_exclusion`, `is_unstarted`,
+    `votes_on_other_keys` and `blame` (re-execution from the blames)."""
     group = GroupState(start.group, start.members, (), start.deadline)
     group.run = start.run - 1
     group.new_run(start.round_id, announce_digest, start.sender, start.excluded, start.deadline)
     proven: dict[bytes, set[str]] = defaultdict(set)
+
+    def take(message: GroupMessage, envelope: bytes) -> None:
+        try:
+            group.observe(message, envelope, 0.0, 0.0, roster_root)
+        except RemoteProtocolError as exc:
+            reason = deviation_exclusion(exc.reason, group.reveal_sent)
+            if reason is not None and message.sender in start.members:
+                proven[message.sender].add(reason)
+            return
+        if isinstance(message, Blame):
+            for carried, carried_envelope in group.blame_carried(message):
+                take(carried, carried_envelope)
+
     for message, envelope in messages:
         if message.round_id != start.round_id:
             continue
@@ -407,21 +477,17 @@ def proven_exclusions(
                                                   moved_from.get(message.sender, ())):
             proven[message.sender].add("blamed_equivocation")
             continue
-        try:
-            group.observe(message, envelope, 0.0, 0.0, roster_root)
-        except RemoteProtocolError as exc:
-            reason = deviation_exclusion(exc.reason, group.reveal_sent)
-            if reason is not None and message.sender in start.members:
-                proven[message.sender].add(reason)
+        take(message, envelope)
     if not group.reveal_sent:
         for liar in group.votes_on_other_keys(start.round_id):
             proven[liar].add("blamed_split_view")
-    if group.blame_complete():
+    # Re-execution only of a run in which nothing was rejected: the collector ends a run at its first proven
+    # deviation (a new run without her), so it never re-executes one; re-executed without the message it
+    # rejected, the run would name whoever used that message (found by an attacker: a colluder's second batch
+    # kept in the evidence, her real one rejected when the next mixer's blame carried it, framed that mixer).
+    if group.blame_complete() and not proven:
         for culprit, reason in group.blame(start.round_id).culprits:
             proven[culprit].add(reason)
-    elif not group.reveal_sent:
-        for blamer in group.unjustified_blamers():
-            proven[blamer].add("blamed_unsolicited")
     return dict(proven)
 
 

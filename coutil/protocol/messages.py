@@ -213,7 +213,8 @@ class Reveal:
 
 @dataclass(frozen=True)
 class Blame:
-    """Member -> group after a no-go: her outer private key and permutation (never the inner key)."""
+    """Member -> group after a no-go: her outer private key and permutation (never the inner key), bound to
+    the batches she took and published and to the no-go vote she answers (SPEC §8.4)."""
 
     TAG: ClassVar[str] = "blame"
     round_id: bytes
@@ -225,6 +226,15 @@ class Blame:
     permutation: tuple[int, ...]
     #: Opens her submit's ``inner_commitment`` (SPEC §8.4): who authored which final item.
     commitment_salt: bytes
+    #: The exact envelopes of the batches she took: her input (step - 1, none for mixer 1) and the final batch she
+    #: voted on, those that reached her: the collector cannot leave out of a run's evidence a batch a member took.
+    batches_taken: tuple[bytes, ...]
+    #: `batch_digest` of the batch she published as mixer, `NO_BATCH` if she never mixed in this run: the
+    #: evidence of a blame must hold that batch, and a batch of hers with another digest is her equivocation.
+    batch_digest: bytes
+    #: The exact envelope of the signed no-go vote she answers (hers, if she voted no-go): a blame carrying
+    #: none is unsolicited, whatever votes the collector shows (SPEC §8.4).
+    no_go_vote: bytes
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ def outer_aad(round_id: bytes, group: int, run: int, step: int) -> bytes:
     )
 
 
+#: The digest a member states for a batch she does not have: a blame's ``batch_digest`` when she never mixed
+#: in the run, a no-go vote's ``final_digest`` when she halted the run at her step (an item she cannot peel).
+NO_BATCH = bytes(32)
+
+
 def batch_digest(items: Sequence[bytes]) -> bytes:
     """Digest of a batch: SHA-256 over the length-prefixed items in order."""
     h = hashlib.sha256(b"coutil/v2 batch")
@@ -106,8 +111,9 @@ def assign_blame(
     """Re-execute the run from revealed secrets and find the first deviation.
 
     Order of checks: a revealed secret that does not match its published key; then, mixer by
-    mixer, an input item that does not peel (its submitter built a malformed onion) or an output
-    batch that differs from peel-and-permute of the input (the mixer tampered). If every step is
+    mixer, an input item that does not peel (its submitter built a malformed onion), no output batch
+    (a false no-go: hers, or one that stopped the run before her), or an output batch that differs
+    from peel-and-permute of the input (the mixer tampered). If every step is
     consistent, every member's commitment must open to an item of the final batch, each item
     claimed by one member only: a member whose commitment does not (she copied someone's onion, or
     colluded to share a salt) is ``blamed_copy``. Only then did the no-go voters complain falsely.
@@ -146,12 +152,22 @@ def assign_blame(
                 submitter = members[origin[position]]
                 return BlameResult(((submitter, "blamed_malformed"),), f"item undecryptable at step {step}")
         published = batches.get(step)
+        if published is None:
+            # The run stopped here although every item peels (a blame binds the batch its mixer published, and
+            # carries the one its author took, so the evidence lacks none either stated). A mixer who voted no-go
+            # on it withheld her batch. A later batch was mixed from nothing: its blame carried no input. Else she
+            # blamed on a no-go that came before the run reached her (she never mixed; before, honest mixers were
+            # blamed for an early no-go), and that no-go was false.
+            if mixer in no_go_voters or not no_go_voters:
+                return BlameResult(((mixer, "blamed_false_complaint"),), f"step {step}: batch withheld")
+            later = next((s for s in range(step + 1, g + 1) if batches.get(s) is not None), None)
+            if later is not None:
+                return BlameResult(((members[later - 1], "blamed_tamper"),), f"step {later}: a batch without input")
+            return BlameResult(tuple((m, "blamed_false_complaint") for m in no_go_voters),
+                               f"step {step}: no-go before the run reached it")
         if not is_permutation(perm, g):
             return BlameResult(((mixer, "blamed_tamper"),), f"step {step}: revealed permutation invalid")
         expected = [peeled[perm[p]] for p in range(g)]
-        if published is None:
-            # The mixer withheld its batch although every item peels: a false complaint by it.
-            return BlameResult(((mixer, "blamed_false_complaint"),), f"step {step}: batch withheld")
         if list(published) != expected:
             return BlameResult(((mixer, "blamed_tamper"),), f"step {step}: batch is not a permutation of peels")
         items = expected

@@ -48,6 +48,7 @@ from coutil.protocol.messages import (
 from coutil.protocol.node import Outgoing, RandomSource, Rejection, RejectionLog, shuffle_in_place
 from coutil.protocol.retry import NewsClock, Resender
 from coutil.protocol.shuffle import (
+    NO_BATCH,
     batch_digest,
     check_run_keys,
     collector_aad,
@@ -100,7 +101,7 @@ class SubjectRun:
     my_sealed: bytes | None = None
     #: Opens the commitment to ``my_sealed`` sent with her submission (revealed only in a blame).
     my_salt: bytes = bytes(32)
-    #: Blames received (a blame without a no-go vote is unjustified: she keeps going).
+    #: Blames received (she blames on a no-go vote, never on a blame: she keeps going).
     blames: dict[bytes, Blame] = field(default_factory=dict)
     my_permutation: tuple[int, ...] = ()
     my_vote: bool | None = None
@@ -108,8 +109,13 @@ class SubjectRun:
     reveal_open: bool = False
     #: The final batch a reveal_open that came before hers named (compared once she has it).
     reveal_open_digest: bytes | None = None
-    #: Her submission as published (re-sent with her blame).
+    #: Her submission and her batch as published (re-sent with her blame).
     my_submit: Outgoing | None = None
+    my_batch: Outgoing | None = None
+    #: The exact envelopes of the first no-go vote of the run she took (hers, if she voted no-go) and of the
+    #: batches she took, by step (her input, the final batch): her blame carries them (SPEC §8.4).
+    no_go_vote: bytes | None = None
+    batches_taken: dict[int, bytes] = field(default_factory=dict)
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
@@ -474,6 +480,8 @@ class SubjectCore:
             raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
         _keep_first(run.batches, message.step, message.items,
                     "batch already received", "two different batches for one step")
+        if message.step in (run.members.index(self.public_key), len(run.members)):  # her input, the final batch
+            run.batches_taken[message.step] = self._receiving
         return self._advance(now)
 
     def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
@@ -481,6 +489,8 @@ class SubjectCore:
         self._check_view(run, message, now)
         _keep_first(run.votes, message.sender, message,
                     "vote already received", "two different votes from one member")
+        if not message.go and run.no_go_vote is None:
+            run.no_go_vote = self._receiving
         return self._advance(now)
 
     def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:
@@ -588,6 +598,8 @@ class SubjectCore:
             msg = self._publish_group(vote)
             self._resend.arm(("vote", run.number), msg, now)
             out.append(msg)
+            if not run.votes[me].go:  # (the vote as published: a strategy may have turned it)
+                run.no_go_vote = run.no_go_vote or msg.payload
             if not go:
                 self._event(NoGoVoted(now, self.sid, group, run.number))
         # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
@@ -603,6 +615,7 @@ class SubjectCore:
                 return out
             run.revealed = True
             self._revealed = (group, run.number)
+            run.batches_taken.clear()  # no blame follows her reveal: the envelopes it would carry are not needed
             # To the collector alone (her up topic): only it opens anything, and no member needs it.
             msg = self._emit(topics.subject_up(rid, me), Reveal(rid, me, group, run.number, run.inner.secret))
             self._resend.cancel(("vote", run.number))
@@ -619,9 +632,10 @@ class SubjectCore:
             # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
             self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
             run.my_vote = False
-            vote = self._vote(run, False, bytes(32))
+            vote = self._vote(run, False, NO_BATCH)
             run.votes[self.public_key] = vote
             msg = self._publish_group(vote)
+            run.no_go_vote = run.no_go_vote or msg.payload
             self._resend.arm(("vote", run.number), msg, now)
             return [msg, *self._start_blame(run, now)]
         order = list(range(len(peeled)))
@@ -632,6 +646,7 @@ class SubjectCore:
         batch = Batch(self._round_id, self.public_key, self._group, run.number, step, items)
         # To the next mixer alone; the final batch to everyone (all vote on it). O(k) bytes per member.
         msg = self._publish_to(run.members[step], batch) if step < len(run.members) else self._publish_group(batch)
+        run.my_batch = msg
         self._resend.arm(("batch", run.number), msg, now)
         return [msg]
 
@@ -653,15 +668,21 @@ class SubjectCore:
         assert self._round_id is not None and self._group is not None
         run.blamed = True
         self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
+        assert run.no_go_vote is not None  # she blames on a no-go vote she took, or on her own
+        mixed = run.batches.get(run.members.index(self.public_key) + 1) if run.my_batch is not None else None
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
-                      run.my_salt)
+                      run.my_salt, tuple(run.batches_taken[step] for step in sorted(run.batches_taken)),
+                      NO_BATCH if mixed is None else batch_digest(mixed), run.no_go_vote)
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
         self._event(BlameSent(now, self.sid, self._group, run.number))
-        if run.my_submit is None:
-            return [msg]
-        # Her submission again, the same bytes where it went: re-execution needs every member's, and the
-        # collector may lack hers (lost, or hidden by a broker); a member whose own is still missing at
-        # the deadline is the one excluded (`silent`), never the no-go voters (SPEC §4 share.6).
-        self._resend.arm(("blame_submit", run.number), run.my_submit, now)
-        return [msg, run.my_submit]
+        # Her submission and batch again, the same bytes where they went: re-execution needs every member's
+        # submission and every batch a blame states, and the collector may lack hers (lost, or hidden by a
+        # broker); a member whose own is still missing at the deadline is the one excluded (`silent`), never
+        # the no-go voters (SPEC §4 share.6).
+        out = [msg]
+        for key, again in (("blame_submit", run.my_submit), ("blame_batch", run.my_batch)):
+            if again is not None:
+                self._resend.arm((key, run.number), again, now)
+                out.append(again)
+        return out

@@ -3,7 +3,7 @@ signed is proven by the signed messages of the run it ended.
 
 A `silent` exclusion is timed against the run's deadline (`exclusion_evidence`); a blame names a deviation,
 and the deviation is in the members' own signed messages: two different messages for one slot, a view or
-key nobody was given, a message for a run never started, a blame with every vote go, or a run re-executed
+key nobody was given, a message for a run never started, a blame without a no-go vote, or a run re-executed
 from the members' blames (SPEC §4 share.6, §7.3). The collector keeps those messages when it excludes
 (`CollectorCore.run_evidence`) and the transcript carries them (version 3, ``run_evidence``): the auditor
 replays them with the collector's own rules (`coutil.protocol.collector_groups.proven_exclusions`). A

@@ -47,6 +47,7 @@ from coutil.protocol.messages import (
     Vote,
 )
 from coutil.protocol.shuffle import (
+    batch_digest,
     collector_aad,
     inner_aad,
     inner_commitment,
@@ -107,6 +108,7 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
                      {m: (KX[i].public, KX[i + 2].public) for i, m in enumerate(members[:2])})
     salt = seed_of("commitment salt")
     onion = bytes(range(100))
+    items = (b"\x01" * 10, b"\x02" * 10)
     rows = np.array([[35.5, 1.7, 1000.0], [35.5, 1.7, 2500.0]], "<f8").tobytes()
     return [
         ("announce", COLLECTOR, _announce()),
@@ -118,11 +120,14 @@ def _sample_messages() -> list[tuple[str, crypto.SigningKey, Message]]:
         ("shuffle_start", COLLECTOR, ShuffleStart(ROUND_ID, c, 0, 1, members[:2], ((members[2], "silent"),), 99.5)),
         ("run_keys", SUBJECTS[1], RunKeys(ROUND_ID, s1, 0, 1, KX[1].public, KX[2].public, d, md)),
         ("submit", SUBJECTS[1], Submit(ROUND_ID, s1, 0, 1, onion, inner_commitment(onion, salt))),
-        ("batch", SUBJECTS[1], Batch(ROUND_ID, s1, 0, 1, 2, (b"\x01" * 10, b"\x02" * 10))),
+        ("batch", SUBJECTS[1], Batch(ROUND_ID, s1, 0, 1, 2, items)),
         ("vote", SUBJECTS[1], Vote(ROUND_ID, s1, 0, 1, True, d, d, md, kd)),
         ("reveal_open", COLLECTOR, RevealOpen(ROUND_ID, c, 0, 1, d)),
         ("reveal", SUBJECTS[1], Reveal(ROUND_ID, s1, 0, 1, KX[2].secret)),
-        ("blame", SUBJECTS[1], Blame(ROUND_ID, s1, 0, 1, KX[1].secret, (1, 0), salt)),
+        ("blame", SUBJECTS[1], Blame(ROUND_ID, s1, 0, 1, KX[1].secret, (1, 0), salt,
+                                     (codec.encode(Batch(ROUND_ID, s0, 0, 1, 1, items[::-1]), SUBJECTS[0]),),
+                                     batch_digest(items),
+                                     codec.encode(Vote(ROUND_ID, s0, 0, 1, False, d, d, md, kd), SUBJECTS[0]))),
         ("group_done", COLLECTOR, GroupDone(ROUND_ID, c, 0, 1)),
         ("release", COLLECTOR, Release(ROUND_ID, c, ("age", "height", "income"), (0,), (2,), rows,
                                        merkle.rows_root(rows, 3), d)),

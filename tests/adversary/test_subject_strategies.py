@@ -27,6 +27,8 @@ ATTRIBUTED: list[tuple[dict[str, Any], str]] = [
     ({"strategy": "copycat"}, "blamed_copy"),
     ({"strategy": "false-complaint"}, "blamed_false_complaint"),
     ({"strategy": "unsolicited-blame"}, "blamed_unsolicited"),
+    # A no-go before the run reached the honest mixers: they blamed without mixing, the voter alone is false.
+    ({"strategy": "early-no-go"}, "blamed_false_complaint"),
     # The honest batch towards another member is refused; the tampered one is what re-execution sees.
     ({"strategy": "equivocate", "via": "other-member"}, "blamed_tamper"),
     ({"strategy": "equivocate", "via": "same-topic"}, "blamed_equivocation"),

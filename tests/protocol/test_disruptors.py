@@ -47,6 +47,7 @@ class TamperingMixer(SubjectNode):
         assert self._round_id is not None and self._group is not None
         batch = Batch(self._round_id, self.public_key, self._group, run.number, step, tuple(items))
         tampered = self._publish_group(batch)
+        run.my_batch = tampered
         self._resend.arm(("batch", run.number), tampered, now)
         return [tampered]
 

@@ -23,6 +23,7 @@ from coutil.protocol.config import RoundConfig
 from coutil.protocol.events import GroupOpened, RunRefused
 from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, Submit, Verdict, Vote
 from coutil.protocol.node import Outgoing, SeededRandom
+from coutil.protocol.shuffle import NO_BATCH
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 from coutil.protocol.subject_core import SubjectRun
@@ -155,7 +156,7 @@ class UnsolicitedBlamer(SubjectNode):
             self._sent = True
             assert self._round_id is not None and self._group is not None
             out.append(self._publish_group(Blame(self._round_id, self.public_key, self._group, 0,
-                                                 run.outer.secret, (), run.my_salt)))
+                                                 run.outer.secret, (), run.my_salt, (), NO_BATCH, b"")))
         return out
 
 
@@ -173,6 +174,7 @@ class ItemDropper(SubjectNode):
         assert self._round_id is not None and self._group is not None
         batch = Batch(self._round_id, self.public_key, self._group, run.number, step, tuple(items))
         msg = self._publish_to(run.members[step], batch) if step < len(run.members) else self._publish_group(batch)
+        run.my_batch = msg
         self._resend.arm(("batch", run.number), msg, now)
         return [msg]
 

@@ -9,6 +9,7 @@ collector blames, honestly, is proven (no honest round convicted).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,17 @@ import pytest
 
 from coutil.adversary import SUBJECT_STRATEGIES
 from coutil.cli import main
-from coutil.protocol import codec
+from coutil.protocol import codec, crypto
 from coutil.protocol.collector_groups import proven_exclusions
 from coutil.protocol.equivocation import EquivocationEvidence, check_equivocation
-from coutil.protocol.messages import Batch, Blame, Roster, ShuffleStart, Vote
+from coutil.protocol.messages import Batch, Blame, Message, ShuffleStart, Submit, Vote
+from coutil.protocol.shuffle import NO_BATCH, batch_digest, outer_aad
 from coutil.protocol.topics import sid_of
+from tests.adversary.common import Played, play
 
 #: Subject deviations of the library that an honest collector excludes with a blame.
-BLAMED = ("bad-key", "copycat", "equivocate", "false-complaint", "keys-ahead", "tamper", "unsolicited-blame",
-          "withhold")
+BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "tamper",
+          "unsolicited-blame", "withhold")
 
 
 def _simulate(tmp_path: Path, name: str, seed: int, adversary: str, rows: int = 36) -> Path:
@@ -150,30 +153,125 @@ def test_malformed_run_evidence_is_a_one_line_error(entry: object, tmp_path: Pat
     assert "run_evidence" in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_limit_a_batch_left_out_of_the_evidence_frames_its_mixer(tmp_path: Path) -> None:
-    """SPEC §3, the false-blame row's limit: the evidence's completeness is the collector's. A member votes
-    no-go falsely, every member blames; the honest evidence proves her `blamed_false_complaint`. With an
-    honest mixer's batch and every later one left out (and the go votes), the replay names that mixer
-    instead (batch withheld): a collector colluding with the no-go voter could sign that and pass."""
-    plan = '[[adversary.subjects]]\nstrategy = "false-complaint"\nrows = [4]\n'
-    out = _simulate(tmp_path, "false-complaint", 3, plan)
-    doc = json.loads((out / "transcript.json").read_text())
-    [entry] = doc["run_evidence"]
-    messages = [(codec.decode(bytes.fromhex(e)).message, bytes.fromhex(e)) for e in entry["envelopes"]]
+def _false_complaint_evidence() -> tuple[Played, ShuffleStart, list[tuple[Message, bytes]], bytes, bytes]:
+    """A round with a false-complaint member: its one run of blames, with the start, the evidence as the collector
+    keeps it (what the transcript exports), the announce digest and the roster root."""
+    p = play({"subjects": [{"strategy": "false-complaint", "rows": [4]}]}, seed=3)
+    collector = p.round.collector
+    [envelopes] = collector.run_evidence().values()
+    messages = [(codec.decode(e).message, e) for e in envelopes]
     start = next(m for m, _ in messages if isinstance(m, ShuffleStart))
-    roster = codec.decode(bytes.fromhex(doc["roster"])).message
-    assert isinstance(roster, Roster)
-    announce_digest = codec.payload_digest_of(bytes.fromhex(doc["announce"]))
-    honest = proven_exclusions(start, messages, announce_digest, roster.merkle_root, {})
+    honest = proven_exclusions(start, messages, collector.announce_digest, collector.roster_root, {})
     [(complainer, reasons)] = honest.items()
-    assert reasons == {"blamed_false_complaint"}
-    assert doc["exclusions"] == {sid_of(complainer): "blamed_false_complaint"}
-    position = next(i for i, m in enumerate(start.members) if m != complainer)
-    victim = start.members[position]
-    kept = [(m, e) for m, e in messages
-            if not (isinstance(m, Batch) and m.step > position) and not (isinstance(m, Vote) and m.go)]
-    framed = proven_exclusions(start, kept, announce_digest, roster.merkle_root, {})
-    assert framed == {victim: {"blamed_false_complaint"}}
+    assert reasons == {"blamed_false_complaint"} and p.excluded() == {sid_of(complainer): "blamed_false_complaint"}
+    return p, start, messages, collector.announce_digest, collector.roster_root
+
+
+def test_a_batch_left_out_of_the_evidence_frames_nobody() -> None:
+    """SPEC §3, the false-blame row (was a limit): a member votes no-go falsely, every member blames; the honest
+    evidence proves her `blamed_false_complaint`. With an honest mixer's batch and every later one left out (and
+    the go votes), re-execution named that mixer (batch withheld), so a collector colluding with the no-go voter
+    could sign that and pass. Now each blame carries the batches its author took (her input, the final batch) and
+    states the digest of the one she published: left out, they come back with the blames, and the replay proves
+    what the honest evidence proves."""
+    _, start, messages, announce_digest, root = _false_complaint_evidence()
+    complainer = next(m.sender for m, _ in messages if isinstance(m, Vote) and not m.go)
+    g = len(start.members)
+    blames = [m for m, _ in messages if isinstance(m, Blame)]
+    assert len(blames) == g and all(b.batch_digest != NO_BATCH for b in blames)
+    assert sum(len(b.batches_taken) for b in blames) >= g - 1  # an input each but mixer 1's (and the final batch)
+    honest = proven_exclusions(start, messages, announce_digest, root, {})
+    assert honest == {complainer: {"blamed_false_complaint"}}
+    for position in range(g):
+        kept = [(m, e) for m, e in messages if not (isinstance(m, Batch) and m.step > position) and not (
+            isinstance(m, Vote) and m.go)]
+        assert proven_exclusions(start, kept, announce_digest, root, {}) == honest, position
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_tamperer_colluding_with_the_collector_cannot_leave_her_batch_out(seed: int) -> None:
+    """A tamperer's batch left out of the evidence, her blame stating she never mixed (she colludes): the batches
+    the other blames carry bring it back, and the replay proves her deviation, nobody else's. With blames carrying
+    nothing, the same evidence named honest members: the next mixer (a batch mixed from nothing) or, for the final
+    step, the honest no-go voters."""
+    p = play({"subjects": [{"strategy": "tamper", "rows": [4]}]}, seed=seed)
+    collector = p.round.collector
+    [envelopes] = collector.run_evidence().values()
+    messages = [(codec.decode(e).message, e) for e in envelopes]
+    start = next(m for m, _ in messages if isinstance(m, ShuffleStart))
+    args = (collector.announce_digest, collector.roster_root, {})
+    [tamperer] = [m for m, reasons in proven_exclusions(start, messages, *args).items() if "blamed_tamper" in reasons]
+    step = start.members.index(tamperer) + 1
+
+    def colluding(m: Message) -> Message:
+        return dataclasses.replace(m, batch_digest=NO_BATCH) if isinstance(m, Blame) and m.sender == tamperer else m
+
+    kept = [(colluding(m), e) for m, e in messages if not (isinstance(m, Batch) and m.step == step)]
+    assert set(proven_exclusions(start, kept, *args)) == {tamperer}
+    bare = [(dataclasses.replace(m, batches_taken=()), e) if isinstance(m, Blame) else (m, e) for m, e in kept]
+    framed = proven_exclusions(start, bare, *args)
+    assert framed and tamperer not in framed, framed
+
+
+@pytest.mark.parametrize(("seed", "row"), [(3, 4), (8, 5), (13, 4)])
+def test_a_second_batch_of_a_colluder_in_the_evidence_does_not_frame_the_next_mixer(seed: int, row: int) -> None:
+    """Found by an attacker on this check: a false complainer (not the last mixer) signs a second batch of her step
+    under another permutation, and a blame stating it; the collector's evidence holds them in place of the real
+    ones. The next mixer's blame carries the real batch, rejected as her equivocation; the replay then re-executed
+    the run without it and proved the next mixer `blamed_tamper` (6 of 6 cases). A run in which something was
+    rejected is never re-executed (the collector ends it at the first proven deviation)."""
+    p = play({"subjects": [{"strategy": "false-complaint", "rows": [row]}]}, seed=seed)
+    collector = p.round.collector
+    [((group, run), envelopes)] = collector.run_evidence().items()
+    messages = [(codec.decode(e).message, e) for e in envelopes]
+    start = next(m for m, _ in messages if isinstance(m, ShuffleStart))
+    mallory = next(m.sender for m, _ in messages if isinstance(m, Vote) and not m.go)
+    step = start.members.index(mallory) + 1
+    assert step < len(start.members)
+    identity = next(x for x in p.round.subjects if x.public_key == mallory)._identity
+    blame = next(m for m, _ in messages if isinstance(m, Blame) and m.sender == mallory)
+    real = next(m for m, _ in messages if isinstance(m, Batch) and m.step == step)
+    assert isinstance(blame, Blame) and isinstance(real, Batch)
+    if step == 1:
+        onions = {m.sender: m.onion for m, _ in messages if isinstance(m, Submit)}
+        inputs = [onions[k] for k in start.members]
+    else:
+        inputs = list(next(m.items for m, _ in messages if isinstance(m, Batch) and m.step == step - 1))
+    key = crypto.KxKey.from_secret(blame.outer_secret)
+    peeled = [crypto.peel(key, item, outer_aad(collector.round_id, group, run, step)) for item in inputs]
+    other = blame.permutation[1:] + blame.permutation[:1]
+    second = dataclasses.replace(real, items=tuple(peeled[i] for i in other))
+    restated = dataclasses.replace(blame, permutation=other, batch_digest=batch_digest(second.items))
+    forged = [(second, codec.encode(second, identity)) if m is real else
+              (restated, codec.encode(restated, identity)) if m is blame else (m, e) for m, e in messages]
+    proven = proven_exclusions(start, forged, collector.announce_digest, collector.roster_root, {})
+    assert proven == {mallory: {"blamed_equivocation"}}, proven
+
+
+def test_a_go_vote_kept_instead_of_her_no_go_convicts_the_voter_not_the_blamers() -> None:
+    """SPEC §3, the false-blame row (was a limit, found by an attacker): the colluding member signs a no-go vote
+    and a go vote; the collector keeps her go vote, so the evidence showed blames with every vote go and the honest
+    blamers `blamed_unsolicited`. Each blame now carries the signed no-go vote it answers: the replay sees her two
+    votes (her equivocation) and no unsolicited blame. A blame carrying no no-go vote is still unsolicited."""
+    p, start, messages, announce_digest, root = _false_complaint_evidence()
+    [(no_go, no_go_envelope)] = [(m, e) for m, e in messages if isinstance(m, Vote) and not m.go]
+    final = next(m for m, _ in messages if isinstance(m, Batch) and m.step == len(start.members))
+    go = dataclasses.replace(no_go, go=True, final_digest=batch_digest(final.items))
+    voter = next(s for s in p.round.subjects if s.public_key == no_go.sender)
+    swapped = [(go, codec.encode(go, voter._identity)) if e == no_go_envelope else (m, e) for m, e in messages]
+    # (Her no-go may also prove her false complaint: a blame carrying it can reach the collector before her vote.)
+    proven = proven_exclusions(start, swapped, announce_digest, root, {})
+    assert list(proven) == [no_go.sender] and "blamed_equivocation" in proven[no_go.sender], proven
+    blames = [(m, e) for m, e in messages if isinstance(m, Blame)]
+    assert blames and all(m.no_go_vote == no_go_envelope for m, _ in blames if isinstance(m, Blame))
+    # Stripped of the vote (re-signed by its author): that blame proves her unsolicited, and nothing else holds.
+    blame, envelope = next((m, e) for m, e in blames if m.sender != no_go.sender)
+    assert isinstance(blame, Blame)
+    author = next(s for s in p.round.subjects if s.public_key == blame.sender)
+    bare = dataclasses.replace(blame, no_go_vote=b"")
+    stripped = [(bare, codec.encode(bare, author._identity)) if e == envelope else (m, e) for m, e in swapped]
+    proven = proven_exclusions(start, stripped, announce_digest, root, {})
+    assert set(proven) == {no_go.sender, blame.sender} and proven[blame.sender] == {"blamed_unsolicited"}, proven
 
 
 def test_a_run_shown_to_one_member_alone_is_proven_by_her_two_starts(tmp_path: Path,
