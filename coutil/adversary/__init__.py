@@ -71,6 +71,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "reorder": "coutil.adversary.broker:Reorder",
     "split-retained": "coutil.adversary.broker:SplitRetained",
     "split-keys": "coutil.adversary.broker:SplitKeys",
+    "swap-vote": "coutil.adversary.broker:SwapVote",
     "hide-submits": "coutil.adversary.broker:HideSubmits",
     "split-announce": "coutil.adversary.broker:SplitAnnounce",
 }

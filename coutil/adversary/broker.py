@@ -29,7 +29,9 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   each other, and after a reveal they complained ``regroup_after_reveal`` against an honest collector;
 - ``split-keys``: colludes with a member playing ``key-split``: the second run_keys she signed for one
   fellow member never travels on the topic she sent it on; that member gets it instead of the real one
-  on the splitter's group topic (everyone else, the collector included, gets the real one).
+  on the splitter's group topic (everyone else, the collector included, gets the real one);
+- ``swap-vote``: the same for a vote, with a member playing ``direct-no-go``: one fellow member gets her
+  no-go vote in place of her go vote, ``delay`` seconds late.
 
 A strategy never holds a key of the round: it cannot sign, so all it can do is route, drop, delay, copy
 and replay bytes it saw. The driver (`coutil.round.memory`) records the earlier round a strategy needs
@@ -52,7 +54,7 @@ from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
-    "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "peek",
+    "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "SwapVote", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -508,15 +510,17 @@ class SplitKeys(BrokerStrategy):
     the run's keys that no signature check can see."""
 
     NAME = "split-keys"
+    #: The message she signs twice.
+    TAG: ClassVar[str] = "run_keys"
 
     def setup(self) -> None:
-        #: (her group topic, the fellow's sid) -> the run_keys she signed for that fellow alone.
+        #: (her group topic, the fellow's sid) -> the message she signed for that fellow alone.
         self._second: dict[tuple[str, str], bytes] = {}
 
     def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
                    retain: bool) -> tuple[bool, list[Injection]]:
         parts = topic.split("/")
-        if len(parts) == 7 and parts[3] == "s" and parts[5] == "to" and payload_kind(topic, payload) == "run_keys":
+        if len(parts) == 7 and parts[3] == "s" and parts[5] == "to" and payload_kind(topic, payload) == self.TAG:
             group_topic = "/".join([*parts[:5], "group"])
             self._second[(group_topic, parts[6])] = payload
             self.actions["dropped"] += 1
@@ -525,11 +529,22 @@ class SplitKeys(BrokerStrategy):
 
     def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
         other = self._second.get((topic, receiver.split("-", maxsplit=1)[0]))
-        if other is None or payload_kind(topic, payload) != "run_keys":
+        if other is None or payload_kind(topic, payload) != self.TAG:
             return None
         self.actions["substituted"] += 1
         self._made(topic, other)
-        return [Copy(payload=other, made=True)]
+        return [Copy(delay=self.param_float("delay") if "delay" in self.params else 0.0, payload=other, made=True)]
+
+
+class SwapVote(SplitKeys):
+    """``split-keys`` for a vote (found by an attacker on the blames that carry votes): colluding with a member
+    who signs a no-go vote towards one fellow member and votes go (subject strategy ``direct-no-go``), it hands
+    that fellow the no-go in place of her go vote, ``delay`` seconds late (late enough, the fellow's blame reaches
+    the collector after its reveal_open). Everyone else, the collector included, gets the go vote."""
+
+    NAME = "swap-vote"
+    TAG = "vote"
+    PARAMS: ClassVar[dict[str, object]] = {"delay": 0.0}
 
 
 class HideSubmits(BrokerStrategy):

@@ -291,6 +291,8 @@ class CollectorCore:
                                              False, message.sender, message.TAG))
             group.data.proofs.append(decoded.envelope)
             return self._exclude(group, ((message.sender, "blamed_equivocation"),), now)
+        if isinstance(message, Blame) and self._late_no_go(group, message, decoded.envelope, now):
+            return []
         out = self._observe(group, message, decoded.envelope, now, self._addressed_to)
         if out is None and isinstance(message, Blame):
             # Her input batch and the no-go vote she answers, as if they had come on their topics: one the
@@ -340,6 +342,21 @@ class CollectorCore:
                                              message.TAG))
             return out
         return None
+
+    def _late_no_go(self, group: GroupState, blame: Blame, envelope: bytes, now: float) -> bool:
+        """A blame after the run's reveal_open carrying a no-go vote of a member whose go vote the collector keeps
+        (`GroupState.late_no_go`). No run follows a reveal_open: the blamer, who saw a no-go, withholds her reveal
+        and the group is suppressed at its deadline (liveness, as a broker dropping her reveal); the voter is then
+        excluded `blamed_equivocation`, this blame her proof, and the blamer is not excluded for it."""
+        vote = group.late_no_go(blame)
+        if vote is None:
+            return False
+        self.rejections.append(Rejection(now, "", "equivocation", "a go vote, and a no-go vote a blame carries",
+                                         False, vote.sender, vote.TAG))
+        if vote.sender not in group.data.late_equivocators:
+            group.data.late_equivocators.append(vote.sender)
+            group.data.proofs.append(envelope)
+        return True
 
     def _unstarted(self, group: GroupState, message: GroupMessage) -> bool:
         """A member's message naming a later run of her group than the collector started, or a group she
@@ -538,6 +555,9 @@ class CollectorCore:
         self._track(group)
 
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
+        if group.reveal_sent:
+            named = dict(culprits)
+            culprits += tuple((m, "blamed_equivocation") for m in group.data.late_equivocators if m not in named)
         if any(reason.startswith("blamed_") for _, reason in culprits):
             # What proves them, kept before the next run starts afresh (SPEC §8.5 run evidence).
             d = group.data

@@ -77,6 +77,9 @@ class RunData:
     #: different message for one slot, a view or key nobody was given, a message for a run not started): with
     #: ``relay``, the signed evidence of the run's `blamed_*` exclusions (`proven_exclusions`).
     proofs: list[bytes] = field(default_factory=list)
+    #: Members shown by a blame after the reveal_open to have signed a no-go vote beside the go vote kept
+    #: (`GroupState.late_no_go`): excluded `blamed_equivocation` when the group is suppressed.
+    late_equivocators: list[bytes] = field(default_factory=list)
 
 
 def open_item(secrets: tuple[crypto.KxKey, ...], collector_kx: crypto.KxKey, aad_inner: bytes, aad_record: bytes,
@@ -253,6 +256,21 @@ class GroupState:
                 or (message.round_id, message.group, message.run) != (blame.round_id, blame.group, blame.run):
             raise RemoteProtocolError("unjustified_blame", f"blame carries a {what} of another run")
         return message
+
+    def late_no_go(self, blame: Blame) -> Vote | None:
+        """The no-go vote a blame of this run carries after the reveal_open, every member having voted go, when its
+        voter's kept vote is a go vote: she signed both, and the blamer was shown the no-go alone (a broker's doing,
+        found by an attacker). None otherwise (the blame is then REJECT ``unjustified_blame``, or taken)."""
+        if not (self.active and self.reveal_sent and not self.no_go and blame.group == self.label
+                and blame.run == self.run and blame.sender in self.members):
+            return None
+        try:
+            carried = self.blame_carried(blame)
+        except RemoteProtocolError:
+            return None
+        vote = next(m for m, _ in carried if isinstance(m, Vote))
+        kept = self.data.votes.get(vote.sender)
+        return vote if kept is not None and kept != vote else None
 
     def _step_of(self, member: bytes) -> int:
         return self.members.index(member) + 1
@@ -476,6 +494,10 @@ def proven_exclusions(
         if not group.reveal_sent and is_unstarted(start.group, start.run, start.members, message,
                                                   moved_from.get(message.sender, ())):
             proven[message.sender].add("blamed_equivocation")
+            continue
+        late = group.late_no_go(message) if isinstance(message, Blame) else None
+        if late is not None:
+            proven[late.sender].add("blamed_equivocation")
             continue
         take(message, envelope)
     if not group.reveal_sent:

@@ -248,6 +248,25 @@ def test_a_second_batch_of_a_colluder_in_the_evidence_does_not_frame_the_next_mi
     assert proven == {mallory: {"blamed_equivocation"}}, proven
 
 
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_no_go_shown_to_one_member_after_the_reveal_open_convicts_its_voter(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker on the blames that carry votes: a member votes go and signs a no-go towards one fellow,
+    and a colluding broker hands that fellow the no-go in place of her go vote, late, so that the fellow's blame
+    reaches the collector after its reveal_open. The collector took no notice of what the blame carried (REJECT
+    `unjustified_blame`); the fellow, who withholds her reveal, was excluded `silent`, the group suppressed and the
+    voter only `suppressed`. Now the blame's no-go beside her kept go vote excludes the voter
+    `blamed_equivocation` in the suppression's signed statement, and the auditor's replay proves it."""
+    plan = ('[[adversary.subjects]]\nstrategy = "direct-no-go"\nrows = [4]\n'
+            '[adversary.broker]\nstrategy = "swap-vote"\ndelay = 3.0\n')
+    out = _simulate(tmp_path, "swap-vote", seed, plan)
+    transcript = json.loads((out / "transcript.json").read_text())
+    blamed = {sid: r for sid, r in transcript["exclusions"].items() if r.startswith("blamed_")}
+    assert list(blamed.values()) == ["blamed_equivocation"], transcript["exclusions"]
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+
+
 def test_a_go_vote_kept_instead_of_her_no_go_convicts_the_voter_not_the_blamers() -> None:
     """SPEC §3, the false-blame row (was a limit, found by an attacker): the colluding member signs a no-go vote
     and a go vote; the collector keeps her go vote, so the evidence showed blames with every vote go and the honest
