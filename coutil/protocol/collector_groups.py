@@ -503,9 +503,9 @@ def proven_exclusions(
     if not group.reveal_sent:
         for liar in group.votes_on_other_keys(start.round_id):
             proven[liar].add("blamed_split_view")
-    # Re-execution only of a run in which nothing was rejected: the collector ends a run at its first proven
-    # deviation (a new run without her), so it never re-executes one; re-executed without the message it
-    # rejected, the run would name whoever used that message (found by an attacker: a colluder's second batch
+    # Re-execution only of a run in which nothing else was proven: the collector ends a run at its first proven
+    # deviation (a new run without her), so it never re-executes one; re-executed without a message it rejected,
+    # the run would name whoever used that message (found by an attacker: a colluder's second batch
     # kept in the evidence, her real one rejected when the next mixer's blame carried it, framed that mixer).
     if group.blame_complete() and not proven:
         for culprit, reason in group.blame(start.round_id).culprits:
