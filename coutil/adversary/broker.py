@@ -512,6 +512,8 @@ class SplitKeys(BrokerStrategy):
     NAME = "split-keys"
     #: The message she signs twice.
     TAG: ClassVar[str] = "run_keys"
+    #: ``delay``: seconds late, on top of the network's, that the fellow gets it.
+    PARAMS: ClassVar[dict[str, object]] = {"delay": 0.0}
 
     def setup(self) -> None:
         #: (her group topic, the fellow's sid) -> the message she signed for that fellow alone.
@@ -533,7 +535,7 @@ class SplitKeys(BrokerStrategy):
             return None
         self.actions["substituted"] += 1
         self._made(topic, other)
-        return [Copy(delay=self.param_float("delay") if "delay" in self.params else 0.0, payload=other, made=True)]
+        return [Copy(delay=self.param_float("delay"), payload=other, made=True)]
 
 
 class SwapVote(SplitKeys):
@@ -544,7 +546,6 @@ class SwapVote(SplitKeys):
 
     NAME = "swap-vote"
     TAG = "vote"
-    PARAMS: ClassVar[dict[str, object]] = {"delay": 0.0}
 
 
 class HideSubmits(BrokerStrategy):

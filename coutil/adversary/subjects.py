@@ -493,9 +493,4 @@ class EarlyNoGo(SubjectStrategy):
         if run is None or run.my_sealed is None or run.my_vote is not None or run.blamed \
                 or not self._deviate(run.number):
             return out
-        run.my_vote = False
-        vote = self._vote(run, False, NO_BATCH)
-        run.votes[self.public_key] = vote
-        no_go = self._publish_group(vote)
-        run.no_go_vote = no_go.payload
-        return [*out, no_go, *self._start_blame(run, now)]
+        return [*out, *self._halt(run, now)]  # as a mixer halts on an item she cannot peel

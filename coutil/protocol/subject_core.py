@@ -631,13 +631,7 @@ class SubjectCore:
         except crypto.CryptoError:
             # An item I cannot peel: halt the run with a no-go; blame will show whose onion it was.
             self._event(UnpeelableItem(now, self.sid, self._group, run.number, step))
-            run.my_vote = False
-            vote = self._vote(run, False, NO_BATCH)
-            run.votes[self.public_key] = vote
-            msg = self._publish_group(vote)
-            run.no_go_vote = run.no_go_vote or msg.payload
-            self._resend.arm(("vote", run.number), msg, now)
-            return [msg, *self._start_blame(run, now)]
+            return self._halt(run, now)
         order = list(range(len(peeled)))
         shuffle_in_place(order, self._rng)
         run.my_permutation = tuple(order)
@@ -649,6 +643,16 @@ class SubjectCore:
         run.my_batch = msg
         self._resend.arm(("batch", run.number), msg, now)
         return [msg]
+
+    def _halt(self, run: SubjectRun, now: float) -> list[Outgoing]:
+        """Halt the run before its final batch: a no-go vote on `NO_BATCH`, and her blame."""
+        run.my_vote = False
+        vote = self._vote(run, False, NO_BATCH)
+        run.votes[self.public_key] = vote
+        msg = self._publish_group(vote)
+        run.no_go_vote = run.no_go_vote or msg.payload
+        self._resend.arm(("vote", run.number), msg, now)
+        return [msg, *self._start_blame(run, now)]
 
     def _vote(self, run: SubjectRun, go: bool, final_digest: bytes) -> Vote:
         assert self._round_id is not None and self._group is not None
