@@ -27,7 +27,7 @@ import msgpack
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import crypto
 from coutil.protocol.messages import MESSAGE_TYPES, Message, Release
-from coutil.protocol.unpack import array_size, first_str, unpack
+from coutil.protocol.unpack import array_size, first_str, third_bin, unpack
 
 PROTOCOL_VERSION = 2
 SIGNATURE_DOMAIN = crypto.SIGNATURE_DOMAIN
@@ -410,15 +410,24 @@ def decode(data: bytes, limits: Limits | None = None, verified: VerifiedEnvelope
 
 
 def verified_digest(limits: Limits, data: bytes) -> bytes | None:
-    """The `VerifiedEnvelopes` digest of ``data`` if it decodes and its signature verifies, else None.
+    """The `VerifiedEnvelopes` digest of ``data`` if its signature verifies under the sender its payload
+    states (the third entry, a bin), else None. Such a digest says only that: `decode` skips the signature
+    check of an envelope with a known digest *after* parsing it in full, and the sender it parses is that
+    same entry, so a payload that does not parse is refused as before.
 
     A module-level function of picklable arguments: a driver has a burst of received envelopes checked
     in other processes ahead of the node that will decode them (`DecodeCache.remember_digests`). What
     fails here is not rejected here: the node decodes it as if nothing had been checked.
     """
     try:
-        decode(data, limits)
+        payload, signature = _open_envelope(data, limits)
     except RemoteProtocolError:
+        return None
+    # Only the signature, under the sender the payload states: the node parses every message in full
+    # anyway, and drops the digest's claim with a payload that does not parse. Building the message
+    # here too was about a third of the helpers' work (cProfile, 10^4 subjects).
+    sender = third_bin(payload)
+    if sender is None or not crypto.verify(sender, SIGNATURE_DOMAIN + payload, signature):
         return None
     return hashlib.sha256(data).digest()
 

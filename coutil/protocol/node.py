@@ -174,7 +174,7 @@ class SeededRandom:
 
     def bytes(self, n: int) -> bytes:
         while len(self._buffer) < n:
-            block = hmac.new(self._key, self._counter.to_bytes(8, "big"), hashlib.sha256).digest()
+            block = hmac.digest(self._key, self._counter.to_bytes(8, "big"), "sha256")  # OpenSSL's one-shot HMAC
             self._counter += 1
             self._buffer += block
         out, self._buffer = self._buffer[:n], self._buffer[n:]

@@ -161,3 +161,33 @@ def first_str(data: bytes) -> bytes | None:
     else:
         return None
     return bytes(data[start:start + size])
+
+
+#: Bytes of the length of a bin (bin 8, 16, 32) by its first byte.
+_BIN_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+
+
+def third_bin(data: bytes) -> bytes | None:
+    """The raw bytes of the third entry of the array ``data`` starts with (a payload's sender) when its first
+    entry is a str (the tag) and its second and third are bins (round id, sender), read from the headers;
+    None otherwise. Nothing after the third entry is looked at: the caller must decode the whole before
+    acting on it."""
+    header = _array_header(data)
+    if header is None or header[0] < 3:
+        return None
+    start, end = header[1], len(data)
+    for lengths in (_STR_LENGTH, _BIN_LENGTH, _BIN_LENGTH):
+        if start >= end:
+            return None
+        first = data[start]
+        if lengths is _STR_LENGTH and 0xA0 <= first <= 0xBF:
+            size, start = first & 0x1F, start + 1
+        elif first in lengths:
+            width = lengths[first]
+            size, start = int.from_bytes(data[start + 1:start + 1 + width], "big"), start + 1 + width
+        else:
+            return None
+        if start + size > end:
+            return None
+        value, start = data[start:start + size], start + size
+    return bytes(value)
