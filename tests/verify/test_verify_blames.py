@@ -179,7 +179,7 @@ def test_a_batch_left_out_of_the_evidence_frames_nobody() -> None:
     g = len(start.members)
     blames = [m for m, _ in messages if isinstance(m, Blame)]
     assert len(blames) == g and all(b.batch_digest != NO_BATCH for b in blames)
-    assert sum(len(b.batches_taken) for b in blames) >= g - 1  # an input each but mixer 1's (and the final batch)
+    assert sum(len(b.taken) for b in blames) >= g - 1  # an input each but mixer 1's (and the final batch)
     honest = proven_exclusions(start, messages, announce_digest, root, {})
     assert honest == {complainer: {"blamed_false_complaint"}}
     for position in range(g):
@@ -208,7 +208,7 @@ def test_a_tamperer_colluding_with_the_collector_cannot_leave_her_batch_out(seed
 
     kept = [(colluding(m), e) for m, e in messages if not (isinstance(m, Batch) and m.step == step)]
     assert set(proven_exclusions(start, kept, *args)) == {tamperer}
-    bare = [(dataclasses.replace(m, batches_taken=()), e) if isinstance(m, Blame) else (m, e) for m, e in kept]
+    bare = [(dataclasses.replace(m, taken=()), e) if isinstance(m, Blame) else (m, e) for m, e in kept]
     framed = proven_exclusions(start, bare, *args)
     assert framed and tamperer not in framed, framed
 
