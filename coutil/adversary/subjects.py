@@ -250,9 +250,10 @@ class HideSubmit(FalseComplaint):
     (found by a reviewer: with the rule that a blame the collector cannot resolve runs the group again,
     then excludes it whole, one member got her whole group excluded). ``via = "withhold"``: her per-round
     key drawn until it sorts first (mixer 1 of every run), she mixes her own submission without ever
-    publishing it (an ACL-compliant member can); ``via = "inbox"``: she sends it to mixer 1's inbox, which
-    mixer 1 reads (relays come there) and the collector does not (the shipped ACL forbids it: the
-    in-memory bus has none)."""
+    publishing it (an ACL-compliant member can), nor carrying it in her blame; ``via = "inbox"``: she sends it
+    to mixer 1's inbox, which mixer 1 reads (relays come there) and the collector does not (the shipped ACL
+    forbids it: the in-memory bus has none), and mixer 1's blame, which carries the submissions she mixed, shows
+    it to the collector."""
 
     NAME = "hide-submit"
     PARAMS: ClassVar[dict[str, object]] = {"via": "withhold"}
@@ -279,6 +280,11 @@ class HideSubmit(FalseComplaint):
             # Published where nobody listens: she mixes it herself all the same.
             return Outgoing(topics.subject_up(self._round_id, self.public_key) + "/withheld", out.payload)
         return out
+
+    def _start_blame(self, run: SubjectRun, now: float) -> list[Outgoing]:
+        if self.param_str("via") == "withhold":
+            run.taken.pop((0, self.public_key), None)  # mixer 1 withholding hers: her blame would show it
+        return super()._start_blame(run, now)
 
 
 class Resubmit(FalseComplaint):

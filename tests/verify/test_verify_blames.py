@@ -27,7 +27,7 @@ from coutil.protocol.topics import sid_of
 from tests.adversary.common import Played, play
 
 #: Subject deviations of the library that an honest collector excludes with a blame.
-BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "tamper",
+BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "resubmit", "tamper",
           "unsolicited-blame", "withhold")
 
 
@@ -339,3 +339,51 @@ def test_two_shuffle_starts_prove_equivocation_only_when_they_differ_for_one_run
     assert "the same shuffle_start twice" in check_equivocation(same).problem
     assert "two different runs" in check_equivocation(EquivocationEvidence(announce, pair[0], other)).problem
     assert "another kind" in check_equivocation(EquivocationEvidence(announce, pair[0], roster)).problem
+
+
+#: A member re-sending a second submission with her blame, and a broker hiding her first one from the collector.
+RESUBMIT = ('[[adversary.subjects]]\nstrategy = "resubmit"\nrows = [4]\n'
+            '[adversary.broker]\nstrategy = "hide-first-submit"\nvictim = 4\n')
+
+
+def _resubmit_round(tmp_path: Path, seed: int) -> tuple[Path, str, dict[str, str], dict[str, Any]]:
+    """The round of `RESUBMIT`: its directory, the resubmitter's sid, the exclusions and the report's adversary."""
+    out = _simulate(tmp_path, "resubmit", seed, RESUBMIT)
+    adversary = json.loads((out / "report.json").read_text())["adversary"]
+    [subject] = [e for e in adversary["deviants"] if e["role"] == "subject"]
+    [broker] = [e for e in adversary["deviants"] if e["role"] == "broker"]
+    assert subject["deviated"] and broker["deviated"], (subject, broker)
+    exclusions = json.loads((out / "transcript.json").read_text())["exclusions"]
+    return out, str(subject["node"]), exclusions, adversary
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_second_submission_re_sent_with_a_blame_convicts_its_signer_not_mixer_1(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC §3 (was a limit, found by an attacker on the blames): a member votes no-go and re-sends with her blame a
+    second signed submission of her sealed item under a new onion, a colluding broker having kept her first one,
+    which mixer 1 mixed, from the collector. Re-execution from the submissions the collector held named the honest
+    mixer 1 `blamed_tamper` (the test below), and the auditor's replay agreed. Mixer 1's blame now carries the
+    submissions she mixed: the two submissions are the member's `blamed_equivocation`, nothing is re-executed, no
+    honest member is excluded, the round completes, and `coutil verify` proves the blame."""
+    out, resubmitter, exclusions, adversary = _resubmit_round(tmp_path, seed)
+    assert exclusions == {resubmitter: "blamed_equivocation"}, exclusions
+    assert adversary["honest_excluded"] == {}
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+    assert "1 `blamed_*` exclusion(s), each proven" in check["notes"][0], check
+
+
+def test_with_mixer_1_carrying_no_submission_the_honest_mixer_1_is_framed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above can fail: with blames carrying no submission (the rule before), the resubmitter stays and
+    every run she deviates in excludes its honest mixer 1 `blamed_tamper`, which the auditor's replay proves."""
+    from coutil.protocol.subject_core import SubjectRun
+
+    monkeypatch.setattr(SubjectRun, "taken_envelopes",
+                        lambda self: tuple(self.taken[key] for key in sorted(self.taken) if key[0] > 0))
+    out, resubmitter, exclusions, adversary = _resubmit_round(tmp_path, 3)
+    assert resubmitter not in exclusions
+    assert set(exclusions.values()) == {"blamed_tamper"} and adversary["honest_excluded"] == {"blamed_tamper": 4}
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
