@@ -387,3 +387,32 @@ def test_with_mixer_1_carrying_no_submission_the_honest_mixer_1_is_framed(
     assert set(exclusions.values()) == {"blamed_tamper"} and adversary["honest_excluded"] == {"blamed_tamper": 4}
     code, result, check = _verify(out, capsys)
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+
+
+def test_a_blame_carrying_submissions_it_did_not_mix_is_unsolicited() -> None:
+    """Thinking as the attacker on mixer 1's blame carrying submissions: a blame may carry a submission only as mixer
+    1's, one per member, at most g + 1 messages in all; any other such blame (re-signed by its author) is her own
+    `blamed_unsolicited`, and frames nobody else. The honest evidence proves the false complaint alone."""
+    p, start, messages, announce_digest, root = _false_complaint_evidence()
+    g = len(start.members)
+    submits = [e for m, e in messages if isinstance(m, Submit)]
+    blames = {m.sender: (m, e) for m, e in messages if isinstance(m, Blame)}
+    mixer_1, mixer_2 = start.members[0], start.members[1]
+    assert len(blames[mixer_1][0].taken) == g + 1  # every submission and the final batch
+
+    def forged(author: bytes, taken: tuple[bytes, ...]) -> dict[bytes, set[str]]:
+        blame, envelope = blames[author]
+        assert isinstance(blame, Blame)
+        other = dataclasses.replace(blame, taken=taken)
+        identity = next(s for s in p.round.subjects if s.public_key == author)._identity
+        kept = [(other, codec.encode(other, identity)) if e == envelope else (m, e) for m, e in messages]
+        return proven_exclusions(start, kept, announce_digest, root, {})
+
+    first = blames[mixer_1][0]
+    second = blames[mixer_2][0]
+    assert isinstance(first, Blame) and isinstance(second, Blame)
+    for author, taken in ((mixer_2, (*second.taken, submits[0])),  # not mixer 1
+                          (mixer_1, (submits[0], *first.taken)),  # one member's submission twice
+                          (mixer_1, (*first.taken, *second.taken))):  # more than g + 1
+        proven = forged(author, taken)
+        assert proven.get(author) == {"blamed_unsolicited"}, proven
