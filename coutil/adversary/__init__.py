@@ -40,6 +40,7 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "keys-ahead": "coutil.adversary.subjects:KeysAhead",
     "hide-submit": "coutil.adversary.subjects:HideSubmit",
     "early-no-go": "coutil.adversary.subjects:EarlyNoGo",
+    "resubmit": "coutil.adversary.subjects:Resubmit",
 }
 
 #: Collector strategies: name -> "module:class".
@@ -73,6 +74,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "split-keys": "coutil.adversary.broker:SplitKeys",
     "swap-vote": "coutil.adversary.broker:SwapVote",
     "hide-submits": "coutil.adversary.broker:HideSubmits",
+    "hide-first-submit": "coutil.adversary.broker:HideFirstSubmit",
     "split-announce": "coutil.adversary.broker:SplitAnnounce",
 }
 

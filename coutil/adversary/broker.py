@@ -31,7 +31,10 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   fellow member never travels on the topic she sent it on; that member gets it instead of the real one
   on the splitter's group topic (everyone else, the collector included, gets the real one);
 - ``swap-vote``: the same for a vote, with a member playing ``direct-no-go``: one fellow member gets her
-  no-go vote in place of her go vote, ``delay`` seconds late.
+  no-go vote in place of her go vote, ``delay`` seconds late;
+- ``hide-first-submit``: colludes with a member playing ``resubmit`` (its ``victim``: her row): the collector never
+  gets her first submission of a run (mixer 1 does), so that it holds only the second one she re-sends with her
+  blame.
 
 A strategy never holds a key of the round: it cannot sign, so all it can do is route, drop, delay, copy
 and replay bytes it saw. The driver (`coutil.round.memory`) records the earlier round a strategy needs
@@ -53,8 +56,8 @@ from coutil.protocol.messages import Assign, Message, ShuffleStart
 from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
-    "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "Injection", "Peek",
-    "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "SwapVote", "peek",
+    "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "HideFirstSubmit", "Injection",
+    "Peek", "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "SwapVote", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -561,6 +564,37 @@ class HideSubmits(BrokerStrategy):
     def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
         # The one receiver that is not a subject node is the collector.
         if receiver not in self._subjects and payload_kind(topic, payload) == "submit":
+            self.actions["dropped"] += 1
+            self.deviated = True
+            return []
+        return None
+
+
+class HideFirstSubmit(BrokerStrategy):
+    """Colludes with a member playing ``resubmit`` (``victim``: her row, the member it works for): every copy of
+    the first submission she publishes in a run is kept from the collector (mixer 1 gets it and mixes it); any
+    other submission of hers, the second one she re-sends with her blame, reaches it. Found by an attacker on the
+    blames: the collector held only her second one and re-execution named the honest mixer 1 `blamed_tamper`."""
+
+    NAME = "hide-first-submit"
+    NEEDS_VICTIM = True
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0}
+
+    def setup(self) -> None:
+        self._subjects = frozenset(self.node_ids)
+        #: (group, run) -> the first submission she published in it.
+        self._first: dict[tuple[int | None, int | None], bytes] = {}
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        seen = peek(payload)
+        if sender == self.victim and seen is not None and seen.tag == "submit":
+            self._first.setdefault((seen.group, seen.run), payload)
+        return True, []
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        # The one receiver that is not a subject node is the collector.
+        if sender == self.victim and receiver not in self._subjects and payload in self._first.values():
             self.actions["dropped"] += 1
             self.deviated = True
             return []

@@ -9,6 +9,7 @@
 | ``withhold`` | as a mixer in every run, drops one item (a copy of another keeps the size) | `_emit` |
 | ``copycat`` | submits a copy of a fellow member's onion and commitment in every run | `_emit`, `receive` |
 | ``false-complaint`` | votes no-go on a correct final batch in every run | `_emit` |
+| ``resubmit`` | votes no-go, re-sends with her blame a second submission (new onion) | `_emit`, `_start_blame` |
 | ``unsolicited-blame`` | publishes a blame in every run without any no-go vote | `_advance` |
 | ``garbage-inner`` | seals her record to a key that is not the collector's, votes go | `_on_announce` |
 | ``misreport-qi`` | registers her QIs shifted by ``shift`` | her record |
@@ -32,15 +33,15 @@ from typing import ClassVar
 from coutil.protocol import crypto, topics
 from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, ShuffleStart, Submit, Vote
 from coutil.protocol.node import Outgoing
-from coutil.protocol.shuffle import NO_BATCH, batch_digest, members_digest
+from coutil.protocol.shuffle import NO_BATCH, batch_digest, inner_commitment, members_digest, outer_aad
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_core import SubjectRun
 
 __all__ = [
     "BadKey", "Copycat", "DirectNoGo", "EarlyNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner",
-    "HideSubmit", "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Silent",
-    "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
+    "HideSubmit", "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Resubmit",
+    "Silent", "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
 ]
 
 
@@ -249,9 +250,10 @@ class HideSubmit(FalseComplaint):
     (found by a reviewer: with the rule that a blame the collector cannot resolve runs the group again,
     then excludes it whole, one member got her whole group excluded). ``via = "withhold"``: her per-round
     key drawn until it sorts first (mixer 1 of every run), she mixes her own submission without ever
-    publishing it (an ACL-compliant member can); ``via = "inbox"``: she sends it to mixer 1's inbox, which
-    mixer 1 reads (relays come there) and the collector does not (the shipped ACL forbids it: the
-    in-memory bus has none)."""
+    publishing it (an ACL-compliant member can), nor carrying it in her blame; ``via = "inbox"``: she sends it
+    to mixer 1's inbox, which mixer 1 reads (relays come there) and the collector does not (the shipped ACL
+    forbids it: the in-memory bus has none), and mixer 1's blame, which carries the submissions she mixed, shows
+    it to the collector."""
 
     NAME = "hide-submit"
     PARAMS: ClassVar[dict[str, object]] = {"via": "withhold"}
@@ -278,6 +280,55 @@ class HideSubmit(FalseComplaint):
             # Published where nobody listens: she mixes it herself all the same.
             return Outgoing(topics.subject_up(self._round_id, self.public_key) + "/withheld", out.payload)
         return out
+
+    def _start_blame(self, run: SubjectRun, now: float) -> list[Outgoing]:
+        if self.param_str("via") == "withhold":
+            run.taken.pop((0, self.public_key), None)  # mixer 1 withholding hers: her blame would show it
+        return super()._start_blame(run, now)
+
+
+class Resubmit(FalseComplaint):
+    """Votes no-go on a correct final batch and re-sends, with her blame, a second signed submission: the same
+    sealed item and commitment under a new outer onion, in place of the one mixer 1 mixed (found by an attacker
+    on the blames, SPEC §3). The collector must never hold her first one: ``via = "broker"``, her first
+    submission goes where it should, and the broker strategy ``hide-first-submit`` (a broker operator colluding
+    with her) keeps the collector's copy from it; ``via = "inbox"``, she sends her first one to mixer 1's inbox,
+    which the collector does not read (the shipped ACL forbids it: the in-memory bus has none). Before mixer 1's
+    blame carried the submissions she mixed, re-execution found mixer 1's batch no permutation of the peels of
+    the submissions the collector held and named the honest mixer 1 `blamed_tamper`. Her key is drawn until it
+    sorts last, so that she is never mixer 1 (whose own blame would carry her first submission)."""
+
+    NAME = "resubmit"
+    PARAMS: ClassVar[dict[str, object]] = {"via": "broker"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"via": ("broker", "inbox")}
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        while self.public_key[0] != 0xFF:
+            self._identity = crypto.SigningKey.generate(self._rng)
+            self.public_key = self._identity.public
+        self.sid = self.client_id = topics.sid_of(self.public_key)
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        out = super()._emit(topic, message)
+        run = self._run
+        if isinstance(message, Submit) and run is not None and run.my_submit is None and self._round_id is not None \
+                and self.param_str("via") == "inbox":
+            return Outgoing(topics.inbox(self._round_id, run.members[0]), out.payload)
+        return out
+
+    def _start_blame(self, run: SubjectRun, now: float) -> list[Outgoing]:
+        if run.my_sealed is not None and run.my_submit is not None and run.members[0] != self.public_key \
+                and self._round_id is not None and self._group is not None:
+            rid, group = self._round_id, self._group
+            onion = crypto.build_onion(run.my_sealed, [run.keys[m][0] for m in run.members],
+                                       lambda j: outer_aad(rid, group, run.number, j), self._rng)
+            second = Submit(rid, self.public_key, group, run.number, onion, inner_commitment(run.my_sealed,
+                                                                                             run.my_salt))
+            run.my_submit = self._publish_to(run.members[0], second)  # what the honest code re-sends with a blame
+            self._deviate(run.number)
+            self.deviated = True
+        return super()._start_blame(run, now)
 
 
 class UnsolicitedBlame(SubjectStrategy):
@@ -432,7 +483,7 @@ class DirectNoGo(SubjectStrategy):
         no_go = self._emit(topic, self._vote(run, False, run.final_digest))
         mixed = run.batches.get(run.members.index(self.public_key) + 1)
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret,
-                      run.my_permutation, run.my_salt, tuple(run.batches_taken.values()),
+                      run.my_permutation, run.my_salt, run.taken_envelopes(),
                       NO_BATCH if mixed is None else batch_digest(mixed), no_go.payload)
         return [no_go, self._emit(topic, blame), *out]
 

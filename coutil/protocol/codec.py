@@ -50,7 +50,7 @@ REASONS = ("oversized", "not_msgpack", "bad_envelope", "bad_version", "unknown_t
 
 #: Exact byte lengths by field name (at any depth below that field); None = any length.
 _BIN_LENGTHS: dict[str, int | None] = {"round_id": 16, "onion": None, "items": None, "rows": None, "no_go_vote": None,
-                                      "batches_taken": None}
+                                      "taken": None}
 _DEFAULT_BIN_LENGTH = 32
 #: Arrays bounded only by the message size (and `Limits.max_long_array_entries`), by (tag, field).
 _LONG_ARRAYS = {("release", "group_ids"), ("release", "group_sizes")}

@@ -295,9 +295,9 @@ class CollectorCore:
             return []
         out = self._observe(group, message, decoded.envelope, now, self._addressed_to)
         if out is None and isinstance(message, Blame):
-            # Her input batch and the no-go vote she answers, as if they had come on their topics: one the
-            # collector lacked (lost, or hidden from it), a second one of their signer (her equivocation), or one
-            # it holds.
+            # What she took (her input: a batch, or mixer 1's submissions; the final batch) and the no-go vote she
+            # answers, as if they had come on their topics: one the collector lacked (lost, or hidden from it), a
+            # second one of their signer (her equivocation), or one it holds.
             for carried, envelope in group.blame_carried(message):
                 try:
                     out = self._observe(group, carried, envelope, now, None)

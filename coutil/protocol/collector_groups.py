@@ -223,23 +223,35 @@ class GroupState:
             if not isinstance(message, Reveal):  # an inner secret is for the collector only
                 d.relay.append((envelope, target))
 
-    def blame_carried(self, blame: Blame) -> list[tuple[Batch | Vote, bytes]]:
-        """The signed messages ``blame`` carries, verified (SPEC §8.4): the batches its author took (her input, the
-        final batch), then the no-go vote she answers. REJECT ``unjustified_blame`` unless the vote is a no-go vote
-        of the blame's run by one of its members, and each batch, of a distinct step, her input or the final one,
-        by its mixer. The caller observes them as messages of the run, so a collector cannot show a run without
-        them: another vote of the voter (a go vote it kept) is her equivocation, never an unsolicited blame (found
-        by an attacker: the honest blamers were framed), and every batch a member took is in the evidence."""
-        carried: list[tuple[Batch | Vote, bytes]] = []
+    def blame_carried(self, blame: Blame) -> list[tuple[Submit | Batch | Vote, bytes]]:
+        """The signed messages ``blame`` carries, verified (SPEC §8.4): what its author took (her input: the batch of
+        step - 1, or as mixer 1 the members' submissions she mixed; the final batch), then the no-go vote she
+        answers. REJECT ``unjustified_blame`` unless the vote is a no-go vote of the blame's run by one of its
+        members, each batch, of a distinct step, her input or the final one, by its mixer, and each submission, in
+        mixer 1's blame alone, by a distinct member: at most g + 1 messages taken. The caller observes them as
+        messages of the run, so a collector cannot show a run without them: another vote of the voter (a go vote it
+        kept) is her equivocation, never an unsolicited blame (found by an attacker: the honest blamers were
+        framed), every batch a member took is in the evidence, and a submission mixer 1 mixed beside another one
+        its member signed (shown to the collector alone by a broker, found by an attacker: re-execution named the
+        honest mixer 1) is that member's equivocation."""
+        carried: list[tuple[Submit | Batch | Vote, bytes]] = []
         mine, g = self._step_of(blame.sender), len(self.members)
+        if len(blame.taken) > g + 1:  # mixer 1: g submissions and the final batch; any other: two batches
+            raise RemoteProtocolError("unjustified_blame", "blame carries more messages than a member takes")
         steps: set[int] = set()
-        for envelope in blame.batches_taken:
-            batch = self._carried(blame, envelope, "batch")
-            if not isinstance(batch, Batch) or batch.step not in (mine - 1, g) or batch.step in (0, mine, *steps) \
-                    or batch.sender != self.members[batch.step - 1]:
+        senders: set[bytes] = set()
+        for envelope in blame.taken:
+            taken = self._carried(blame, envelope, "message she took")
+            if isinstance(taken, Submit):
+                if mine != 1 or taken.sender not in self.members or taken.sender in senders:
+                    raise RemoteProtocolError("unjustified_blame", "blame carries a submission she did not mix")
+                senders.add(taken.sender)
+            elif not isinstance(taken, Batch) or taken.step not in (mine - 1, g) or taken.step in (0, mine, *steps) \
+                    or taken.sender != self.members[taken.step - 1]:
                 raise RemoteProtocolError("unjustified_blame", "blame carries a batch she did not take")
-            steps.add(batch.step)
-            carried.append((batch, envelope))
+            else:
+                steps.add(taken.step)
+            carried.append((taken, envelope))
         vote = self._carried(blame, blame.no_go_vote, "vote")
         if not isinstance(vote, Vote) or vote.go or vote.sender not in self.members:
             raise RemoteProtocolError("unjustified_blame", "blame carries no no-go vote of its run")
@@ -247,12 +259,12 @@ class GroupState:
         return carried
 
     @staticmethod
-    def _carried(blame: Blame, envelope: bytes, what: str) -> Message:
+    def _carried(blame: Blame, envelope: bytes, what: str) -> Submit | Batch | Vote:
         try:
             message = codec.decode(envelope).message
         except RemoteProtocolError:
             raise RemoteProtocolError("unjustified_blame", f"blame carries no signed {what}") from None
-        if not isinstance(message, Batch | Vote) \
+        if not isinstance(message, Submit | Batch | Vote) \
                 or (message.round_id, message.group, message.run) != (blame.round_id, blame.group, blame.run):
             raise RemoteProtocolError("unjustified_blame", f"blame carries a {what} of another run")
         return message

@@ -214,7 +214,7 @@ class Reveal:
 @dataclass(frozen=True)
 class Blame:
     """Member -> group after a no-go: her outer private key and permutation (never the inner key), bound to
-    the batches she took and published and to the no-go vote she answers (SPEC §8.4)."""
+    the messages she took, the batch she published and the no-go vote she answers (SPEC §8.4)."""
 
     TAG: ClassVar[str] = "blame"
     round_id: bytes
@@ -226,9 +226,11 @@ class Blame:
     permutation: tuple[int, ...]
     #: Opens her submit's ``inner_commitment`` (SPEC §8.4): who authored which final item.
     commitment_salt: bytes
-    #: The exact envelopes of the batches she took: her input (step - 1, none for mixer 1) and the final batch she
-    #: voted on, those that reached her: the collector cannot leave out of a run's evidence a batch a member took.
-    batches_taken: tuple[bytes, ...]
+    #: The exact envelopes of the messages she took, those that reached her: her input (the batch of step - 1;
+    #: mixer 1's: every member's submission she mixed, hers included) and the final batch she voted on. The
+    #: collector cannot leave out of a run's evidence a message a member took, and a member who signed another
+    #: submission where the collector reads than the one mixer 1 mixed is shown equivocating (SPEC §8.4).
+    taken: tuple[bytes, ...]
     #: `batch_digest` of the batch she published as mixer, `NO_BATCH` if she never mixed in this run: the
     #: evidence of a blame must hold that batch, and a batch of hers with another digest is her equivocation.
     batch_digest: bytes

@@ -113,13 +113,18 @@ class SubjectRun:
     my_submit: Outgoing | None = None
     my_batch: Outgoing | None = None
     #: The exact envelopes of the first no-go vote of the run she took (hers, if she voted no-go) and of the
-    #: batches she took, by step (her input, the final batch): her blame carries them (SPEC §8.4).
+    #: messages she took, by (step, sender): her input (step 0: the submissions she mixed as mixer 1, hers
+    #: included; else the batch of step - 1) and the final batch. Her blame carries them (SPEC §8.4).
     no_go_vote: bytes | None = None
-    batches_taken: dict[int, bytes] = field(default_factory=dict)
+    taken: dict[tuple[int, bytes], bytes] = field(default_factory=dict)
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
     keys_digest: bytes | None = None
+
+    def taken_envelopes(self) -> tuple[bytes, ...]:
+        """What her blame carries as ``taken``: submissions first (in mixing order), then batches by step."""
+        return tuple(self.taken[key] for key in sorted(self.taken))
 
 
 class SubjectCore:
@@ -470,6 +475,8 @@ class SubjectCore:
         run = self._current_run(message.group, message.run)
         _keep_first(run.submissions, message.sender, message.onion,
                     "submission already received", "two different submissions from one member")
+        if run.members[0] == self.public_key:  # her input as mixer 1 (a copy elsewhere is no input of hers)
+            run.taken[(0, message.sender)] = self._receiving
         return self._advance(now)
 
     def _on_batch(self, message: Batch, digest: bytes, now: float) -> list[Outgoing]:
@@ -481,7 +488,7 @@ class SubjectCore:
         _keep_first(run.batches, message.step, message.items,
                     "batch already received", "two different batches for one step")
         if message.step in (run.members.index(self.public_key), len(run.members)):  # her input, the final batch
-            run.batches_taken[message.step] = self._receiving
+            run.taken[(message.step, message.sender)] = self._receiving
         return self._advance(now)
 
     def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
@@ -554,6 +561,8 @@ class SubjectCore:
             msg = self._publish_to(members[0], Submit(rid, me, group, run.number, onion,
                                                       inner_commitment(run.my_sealed, run.my_salt)))
             run.my_submit = msg
+            if position == 0:
+                run.taken[(0, me)] = msg.payload  # she mixes it with the others: her blame carries it with theirs
             self._resend.arm(("submit", run.number), msg, now)
             out.append(msg)
         # 2. My turn to mix: peel my layer from the previous step's items and permute.
@@ -615,7 +624,7 @@ class SubjectCore:
                 return out
             run.revealed = True
             self._revealed = (group, run.number)
-            run.batches_taken.clear()  # no blame follows her reveal: the envelopes it would carry are not needed
+            run.taken.clear()  # no blame follows her reveal: the envelopes it would carry are not needed
             # To the collector alone (her up topic): only it opens anything, and no member needs it.
             msg = self._emit(topics.subject_up(rid, me), Reveal(rid, me, group, run.number, run.inner.secret))
             self._resend.cancel(("vote", run.number))
@@ -675,7 +684,7 @@ class SubjectCore:
         assert run.no_go_vote is not None  # she blames on a no-go vote she took, or on her own
         mixed = run.batches.get(run.members.index(self.public_key) + 1) if run.my_batch is not None else None
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
-                      run.my_salt, tuple(run.batches_taken[step] for step in sorted(run.batches_taken)),
+                      run.my_salt, run.taken_envelopes(),
                       NO_BATCH if mixed is None else batch_digest(mixed), run.no_go_vote)
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)

@@ -25,7 +25,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         # Found since (SPEC §3): views shown to one member, two signed batches, keys of small order or ahead.
         "key-split", "equivocate", "direct-no-go", "bad-key", "keys-ahead", "hide-submit",
         # A no-go before the run reaches the honest mixers (they blamed without mixing and were named).
-        "early-no-go"}
+        "early-no-go",
+        # A second submission re-sent with her blame, her first hidden from the collector (mixer 1 was named).
+        "resubmit"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",

@@ -29,6 +29,10 @@ ATTRIBUTED: list[tuple[dict[str, Any], str]] = [
     ({"strategy": "unsolicited-blame"}, "blamed_unsolicited"),
     # A no-go before the run reached the honest mixers: they blamed without mixing, the voter alone is false.
     ({"strategy": "early-no-go"}, "blamed_false_complaint"),
+    # Her two signed submissions (the collector holds her first one; her second comes with her blame), or the one
+    # mixer 1 mixed, carried by mixer 1's blame, beside the second (``via = "inbox"``: the collector held none).
+    ({"strategy": "resubmit", "via": "broker"}, "blamed_equivocation"),
+    ({"strategy": "resubmit", "via": "inbox"}, "blamed_equivocation"),
     # The honest batch towards another member is refused; the tampered one is what re-execution sees.
     ({"strategy": "equivocate", "via": "other-member"}, "blamed_tamper"),
     ({"strategy": "equivocate", "via": "same-topic"}, "blamed_equivocation"),
@@ -196,9 +200,14 @@ def test_a_key_split_carried_by_a_colluding_broker_opens_nothing(seed: int) -> N
 
 def _old_blame_rules(monkeypatch: pytest.MonkeyPatch, *, whole_group: bool) -> None:
     """The collector's rules before: a blame resolved once every member blamed, whatever it lacked, and
-    on a gap the no-go voters excluded (``whole_group``: every member, the rule of f49165b)."""
+    on a gap the no-go voters excluded (``whole_group``: every member, the rule of f49165b); mixer 1's blame
+    carrying no submission (it did not then, and the submissions it carries fill the gaps these tests make)."""
     from coutil.protocol import collector_groups
     from coutil.protocol.shuffle import BlameResult
+    from coutil.protocol.subject_core import SubjectRun
+
+    monkeypatch.setattr(SubjectRun, "taken_envelopes",
+                        lambda self: tuple(self.taken[key] for key in sorted(self.taken) if key[0] > 0))
 
     resolve = collector_groups.GroupState.blame
 
@@ -217,21 +226,15 @@ def _old_blame_rules(monkeypatch: pytest.MonkeyPatch, *, whole_group: bool) -> N
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_tamperer_whose_broker_hides_the_submissions_gets_no_honest_member_attributed(seed: int) -> None:
     """``tamper`` with the broker strategy ``hide-submits`` (the collector never gets a submission, not even
-    the copies members re-send with their blame): re-execution cannot run. Before, the collector excluded
-    the no-go voters (``blame_inconclusive``): the tamperer's honest victims went and she was released.
-    Now a blame waits for every submission, and at the deadline the members whose submission is missing
-    are excluded ``silent``: her group goes as a whole, as any member a broker cuts off (liveness), nobody is
-    attributed a deviation, she is not released, no group is below k."""
+    the copies members re-send with their blame): before, the collector excluded the no-go voters
+    (``blame_inconclusive``): the tamperer's honest victims went and she was released (the test below). Then a
+    blame waited for every submission, and at the deadline the members whose submission was missing were
+    excluded ``silent``, her group as a whole (liveness). Now mixer 1's blame carries the submissions she mixed:
+    the collector holds them all, re-execution names the tamperer alone, and the round completes for the rest."""
     p = play({"subjects": [{"strategy": "tamper", "rows": [4]}], "broker": "hide-submits"}, seed=seed)
-    tamperer = p.sid(4)
-    excluded = p.excluded()
-    assert p.outcome.completed and excluded.get(tamperer) == "silent"
-    honest_excluded = {sid: reason for sid, reason in excluded.items() if sid != tamperer}
-    assert honest_excluded and set(honest_excluded.values()) <= {"silent", "merged"}
-    assert not (p.records([4]) & p.released())
-    assert all(size >= CONFIG.k for size in p.outcome.group_sizes)
+    assert_author_alone_excluded(p, "blamed_tamper")
     (broker,) = p.entries("broker")
-    assert broker["deviated"] and p.section["honest_baseline_leak"] == 0
+    assert broker["deviated"]
 
 
 def test_with_the_old_rule_the_honest_no_go_voters_are_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,11 +255,12 @@ def test_a_member_who_keeps_her_submission_from_the_collector_is_the_one_exclude
     and votes no-go. Found by a reviewer: under the rule that a gap re-runs the group and then excludes it
     whole, her whole group went. Now the blame waits for every submission (the honest members re-send
     theirs with their blame) and at the deadline she alone is missing: excluded ``silent``, no honest
-    member excluded, the round completes."""
+    member excluded, the round completes. Sent to mixer 1's inbox, it comes to the collector with mixer 1's
+    blame (which carries the submissions she mixed): re-execution shows her no-go false."""
     p = play({"subjects": [{"strategy": "hide-submit", "rows": [5], "via": via}]}, seed=seed)
     (entry,) = p.entries("subject")
     assert entry["deviated"] and entry["excluded"] and entry["leak"] == []
-    assert p.excluded()[entry["node"]] == "silent"
+    assert p.excluded()[entry["node"]] == {"withhold": "silent", "inbox": "blamed_false_complaint"}[via]
     assert p.section["honest_excluded"] == {} and p.outcome.completed
     assert all(v["accept"] for v in p.verdicts().values())
 

@@ -27,7 +27,7 @@ from coutil.protocol.topics import sid_of
 from tests.adversary.common import Played, play
 
 #: Subject deviations of the library that an honest collector excludes with a blame.
-BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "tamper",
+BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "resubmit", "tamper",
           "unsolicited-blame", "withhold")
 
 
@@ -179,7 +179,7 @@ def test_a_batch_left_out_of_the_evidence_frames_nobody() -> None:
     g = len(start.members)
     blames = [m for m, _ in messages if isinstance(m, Blame)]
     assert len(blames) == g and all(b.batch_digest != NO_BATCH for b in blames)
-    assert sum(len(b.batches_taken) for b in blames) >= g - 1  # an input each but mixer 1's (and the final batch)
+    assert sum(len(b.taken) for b in blames) >= g - 1  # an input each but mixer 1's (and the final batch)
     honest = proven_exclusions(start, messages, announce_digest, root, {})
     assert honest == {complainer: {"blamed_false_complaint"}}
     for position in range(g):
@@ -208,7 +208,7 @@ def test_a_tamperer_colluding_with_the_collector_cannot_leave_her_batch_out(seed
 
     kept = [(colluding(m), e) for m, e in messages if not (isinstance(m, Batch) and m.step == step)]
     assert set(proven_exclusions(start, kept, *args)) == {tamperer}
-    bare = [(dataclasses.replace(m, batches_taken=()), e) if isinstance(m, Blame) else (m, e) for m, e in kept]
+    bare = [(dataclasses.replace(m, taken=()), e) if isinstance(m, Blame) else (m, e) for m, e in kept]
     framed = proven_exclusions(start, bare, *args)
     assert framed and tamperer not in framed, framed
 
@@ -339,3 +339,80 @@ def test_two_shuffle_starts_prove_equivocation_only_when_they_differ_for_one_run
     assert "the same shuffle_start twice" in check_equivocation(same).problem
     assert "two different runs" in check_equivocation(EquivocationEvidence(announce, pair[0], other)).problem
     assert "another kind" in check_equivocation(EquivocationEvidence(announce, pair[0], roster)).problem
+
+
+#: A member re-sending a second submission with her blame, and a broker hiding her first one from the collector.
+RESUBMIT = ('[[adversary.subjects]]\nstrategy = "resubmit"\nrows = [4]\n'
+            '[adversary.broker]\nstrategy = "hide-first-submit"\nvictim = 4\n')
+
+
+def _resubmit_round(tmp_path: Path, seed: int) -> tuple[Path, str, dict[str, str], dict[str, Any]]:
+    """The round of `RESUBMIT`: its directory, the resubmitter's sid, the exclusions and the report's adversary."""
+    out = _simulate(tmp_path, "resubmit", seed, RESUBMIT)
+    adversary = json.loads((out / "report.json").read_text())["adversary"]
+    [subject] = [e for e in adversary["deviants"] if e["role"] == "subject"]
+    [broker] = [e for e in adversary["deviants"] if e["role"] == "broker"]
+    assert subject["deviated"] and broker["deviated"], (subject, broker)
+    exclusions = json.loads((out / "transcript.json").read_text())["exclusions"]
+    return out, str(subject["node"]), exclusions, adversary
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_second_submission_re_sent_with_a_blame_convicts_its_signer_not_mixer_1(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC §3 (was a limit, found by an attacker on the blames): a member votes no-go and re-sends with her blame a
+    second signed submission of her sealed item under a new onion, a colluding broker having kept her first one,
+    which mixer 1 mixed, from the collector. Re-execution from the submissions the collector held named the honest
+    mixer 1 `blamed_tamper` (the test below), and the auditor's replay agreed. Mixer 1's blame now carries the
+    submissions she mixed: the two submissions are the member's `blamed_equivocation`, nothing is re-executed, no
+    honest member is excluded, the round completes, and `coutil verify` proves the blame."""
+    out, resubmitter, exclusions, adversary = _resubmit_round(tmp_path, seed)
+    assert exclusions == {resubmitter: "blamed_equivocation"}, exclusions
+    assert adversary["honest_excluded"] == {}
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+    assert "1 `blamed_*` exclusion(s), each proven" in check["notes"][0], check
+
+
+def test_with_mixer_1_carrying_no_submission_the_honest_mixer_1_is_framed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above can fail: with blames carrying no submission (the rule before), the resubmitter stays and
+    every run she deviates in excludes its honest mixer 1 `blamed_tamper`, which the auditor's replay proves."""
+    from coutil.protocol.subject_core import SubjectRun
+
+    monkeypatch.setattr(SubjectRun, "taken_envelopes",
+                        lambda self: tuple(self.taken[key] for key in sorted(self.taken) if key[0] > 0))
+    out, resubmitter, exclusions, adversary = _resubmit_round(tmp_path, 3)
+    assert resubmitter not in exclusions
+    assert set(exclusions.values()) == {"blamed_tamper"} and adversary["honest_excluded"] == {"blamed_tamper": 4}
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+
+
+def test_a_blame_carrying_submissions_it_did_not_mix_is_unsolicited() -> None:
+    """Thinking as the attacker on mixer 1's blame carrying submissions: a blame may carry a submission only as mixer
+    1's, one per member, at most g + 1 messages in all; any other such blame (re-signed by its author) is her own
+    `blamed_unsolicited`, and frames nobody else. The honest evidence proves the false complaint alone."""
+    p, start, messages, announce_digest, root = _false_complaint_evidence()
+    g = len(start.members)
+    submits = [e for m, e in messages if isinstance(m, Submit)]
+    blames = {m.sender: (m, e) for m, e in messages if isinstance(m, Blame)}
+    mixer_1, mixer_2 = start.members[0], start.members[1]
+    assert len(blames[mixer_1][0].taken) == g + 1  # every submission and the final batch
+
+    def forged(author: bytes, taken: tuple[bytes, ...]) -> dict[bytes, set[str]]:
+        blame, envelope = blames[author]
+        assert isinstance(blame, Blame)
+        other = dataclasses.replace(blame, taken=taken)
+        identity = next(s for s in p.round.subjects if s.public_key == author)._identity
+        kept = [(other, codec.encode(other, identity)) if e == envelope else (m, e) for m, e in messages]
+        return proven_exclusions(start, kept, announce_digest, root, {})
+
+    first = blames[mixer_1][0]
+    second = blames[mixer_2][0]
+    assert isinstance(first, Blame) and isinstance(second, Blame)
+    for author, taken in ((mixer_2, (*second.taken, submits[0])),  # not mixer 1
+                          (mixer_1, (submits[0], *first.taken)),  # one member's submission twice
+                          (mixer_1, (*first.taken, *second.taken))):  # more than g + 1
+        proven = forged(author, taken)
+        assert proven.get(author) == {"blamed_unsolicited"}, proven
