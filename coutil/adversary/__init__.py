@@ -41,6 +41,8 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "hide-submit": "coutil.adversary.subjects:HideSubmit",
     "early-no-go": "coutil.adversary.subjects:EarlyNoGo",
     "resubmit": "coutil.adversary.subjects:Resubmit",
+    "two-finals": "coutil.adversary.subjects:TwoFinals",
+    "wrong-digest": "coutil.adversary.subjects:WrongDigest",
 }
 
 #: Collector strategies: name -> "module:class".
@@ -75,6 +77,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "swap-vote": "coutil.adversary.broker:SwapVote",
     "hide-submits": "coutil.adversary.broker:HideSubmits",
     "hide-first-submit": "coutil.adversary.broker:HideFirstSubmit",
+    "split-final": "coutil.adversary.broker:SplitFinal",
     "split-announce": "coutil.adversary.broker:SplitAnnounce",
 }
 

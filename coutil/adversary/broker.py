@@ -32,6 +32,8 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   on the splitter's group topic (everyone else, the collector included, gets the real one);
 - ``swap-vote``: the same for a vote, with a member playing ``direct-no-go``: one fellow member gets her
   no-go vote in place of her go vote, ``delay`` seconds late;
+- ``split-final``: the same for the final batch, with the final mixer playing ``two-finals`` (``victim``: her row):
+  every fellow member gets her second final batch, the collector her real one;
 - ``hide-first-submit``: colludes with a member playing ``resubmit`` (its ``victim``: her row): the collector never
   gets her first submission of a run (mixer 1 does), so that it holds only the second one she re-sends with her
   blame.
@@ -57,7 +59,8 @@ from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "HideFirstSubmit", "Injection",
-    "Peek", "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitKeys", "SplitRetained", "SwapVote", "peek",
+    "Peek", "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitFinal", "SplitKeys", "SplitRetained",
+    "SwapVote", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -549,6 +552,25 @@ class SwapVote(SplitKeys):
 
     NAME = "swap-vote"
     TAG = "vote"
+
+
+class SplitFinal(SplitKeys):
+    """``split-keys`` for the final batch (found by an attacker on the blames): colluding with the final mixer
+    (subject strategy ``two-finals``, its ``victim``: her row), who signs a second final batch for each fellow on
+    her topic towards that fellow, it hands every fellow that one in place of her real one, ``delay`` seconds late;
+    the collector gets the real one. Only her messages: every member's batch before the last travels on such a
+    topic too."""
+
+    NAME = "split-final"
+    TAG = "batch"
+    NEEDS_VICTIM = True
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "delay": 0.0}
+
+    def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
+                   retain: bool) -> tuple[bool, list[Injection]]:
+        if sender != self.victim:
+            return True, []
+        return super().on_publish(now, sender, topic, payload, retain)
 
 
 class HideSubmits(BrokerStrategy):

@@ -9,6 +9,8 @@
 | ``withhold`` | as a mixer in every run, drops one item (a copy of another keeps the size) | `_emit` |
 | ``copycat`` | submits a copy of a fellow member's onion and commitment in every run | `_emit`, `receive` |
 | ``false-complaint`` | votes no-go on a correct final batch in every run | `_emit` |
+| ``wrong-digest`` | votes go naming a final batch nobody signed | `_emit` |
+| ``two-finals`` | as final mixer, signs a second final batch for the fellow members (with ``split-final``) | `_mix` |
 | ``resubmit`` | votes no-go, re-sends with her blame a second submission (new onion) | `_emit`, `_start_blame` |
 | ``unsolicited-blame`` | publishes a blame in every run without any no-go vote | `_advance` |
 | ``garbage-inner`` | seals her record to a key that is not the collector's, votes go | `_on_announce` |
@@ -41,7 +43,7 @@ from coutil.protocol.subject_core import SubjectRun
 __all__ = [
     "BadKey", "Copycat", "DirectNoGo", "EarlyNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner",
     "HideSubmit", "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Resubmit",
-    "Silent", "SubjectStrategy", "Tamper", "UnsolicitedBlame", "Withhold",
+    "Silent", "SubjectStrategy", "Tamper", "TwoFinals", "UnsolicitedBlame", "Withhold", "WrongDigest",
 ]
 
 
@@ -463,6 +465,52 @@ class Equivocate(SubjectStrategy):
             return [*out, sent]
         run.batches[step] = tampered.items  # she goes on with what the next mixer got
         return [self._emit(topics.subject_to(self._round_id, self.public_key, elsewhere), batch), sent]
+
+
+class TwoFinals(SubjectStrategy):
+    """As final mixer (her key drawn until it sorts last), signs a second final batch, her items in another order,
+    for each fellow member on her topic towards that member, before her real one. With the broker strategy
+    ``split-final`` (a broker operator colluding with her) every fellow gets it in place of her real one, the
+    collector the real one (found by an attacker on the blames): the members vote go on theirs, the collector's
+    group is never ready, nobody votes no-go and nobody is missing, and the reveal barrier held the whole round.
+    Now the collector relays the run, and a member holding two final batches of hers blames with both."""
+
+    NAME = "two-finals"
+
+    def configure(self, params: Mapping[str, object]) -> None:
+        super().configure(params)
+        while self.public_key[0] != 0xFF:
+            self._identity = crypto.SigningKey.generate(self._rng)
+            self.public_key = self._identity.public
+        self.sid = self.client_id = topics.sid_of(self.public_key)
+
+    def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
+        out = super()._mix(run, step, inputs, now)
+        final = run.batches.get(step)
+        if step != len(run.members) or final is None or len(final) < 2 or self._round_id is None \
+                or self._group is None or not self._deviate(run.number):
+            return out
+        other = Batch(self._round_id, self.public_key, self._group, run.number, step, (*final[1:], final[0]))
+        shown = [self._emit(topics.subject_to(self._round_id, self.public_key, member), other)
+                 for member in run.members if member != self.public_key]
+        return [*shown, *out]
+
+
+class WrongDigest(SubjectStrategy):
+    """Votes go naming a final batch nobody signed (found while closing ``two-finals``): the collector's group was
+    never ready, nobody voted no-go and nobody was missing, and the reveal barrier held the whole round. Now the
+    run is relayed, and at its deadline the voters who name another final batch than the collector holds, and did
+    not blame with two of them, are excluded (``silent``: the collector cannot tell her from a member who holds a
+    second final batch a broker kept the relay from, so it states no blame)."""
+
+    NAME = "wrong-digest"
+
+    def _emit(self, topic: str, message: Message) -> Outgoing:
+        run = self._run
+        if isinstance(message, Vote) and message.go and run is not None and self._deviate(message.run):
+            message = dataclasses.replace(message, final_digest=bytes(32))
+            run.votes[self.public_key] = message
+        return super()._emit(topic, message)
 
 
 class DirectNoGo(SubjectStrategy):

@@ -291,7 +291,7 @@ class CollectorCore:
                                              False, message.sender, message.TAG))
             group.data.proofs.append(decoded.envelope)
             return self._exclude(group, ((message.sender, "blamed_equivocation"),), now)
-        if isinstance(message, Blame) and self._late_no_go(group, message, decoded.envelope, now):
+        if isinstance(message, Blame) and self._late_equivocation(group, message, decoded.envelope, now):
             return []
         out = self._observe(group, message, decoded.envelope, now, self._addressed_to)
         if out is None and isinstance(message, Blame):
@@ -343,18 +343,19 @@ class CollectorCore:
             return out
         return None
 
-    def _late_no_go(self, group: GroupState, blame: Blame, envelope: bytes, now: float) -> bool:
-        """A blame after the run's reveal_open carrying a no-go vote of a member whose go vote the collector keeps
-        (`GroupState.late_no_go`). No run follows a reveal_open: the blamer, who saw a no-go, withholds her reveal
-        and the group is suppressed at its deadline (liveness, as a broker dropping her reveal); the voter is then
-        excluded `blamed_equivocation`, this blame her proof, and the blamer is not excluded for it."""
-        vote = group.late_no_go(blame)
-        if vote is None:
+    def _late_equivocation(self, group: GroupState, blame: Blame, envelope: bytes, now: float) -> bool:
+        """A blame after the run's reveal_open carrying a no-go vote of a member whose go vote the collector keeps,
+        or another final batch of the final mixer (`GroupState.late_equivocation`). No run follows a reveal_open:
+        the blamer withholds her reveal and the group is suppressed at its deadline (liveness, as a broker dropping
+        her reveal); the signer is then excluded `blamed_equivocation`, this blame her proof, and the blamer is not
+        excluded for it."""
+        signed = group.late_equivocation(blame)
+        if signed is None:
             return False
-        self.rejections.append(Rejection(now, "", "equivocation", "a go vote, and a no-go vote a blame carries",
-                                         False, vote.sender, vote.TAG))
-        if vote.sender not in group.data.late_equivocators:
-            group.data.late_equivocators.append(vote.sender)
+        self.rejections.append(Rejection(now, "", "equivocation", f"a second {signed.TAG} a blame carries", False,
+                                         signed.sender, signed.TAG))
+        if signed.sender not in group.data.late_equivocators:
+            group.data.late_equivocators.append(signed.sender)
             group.data.proofs.append(envelope)
         return True
 

@@ -78,7 +78,7 @@ class RunData:
     #: ``relay``, the signed evidence of the run's `blamed_*` exclusions (`proven_exclusions`).
     proofs: list[bytes] = field(default_factory=list)
     #: Members shown by a blame after the reveal_open to have signed a no-go vote beside the go vote kept
-    #: (`GroupState.late_no_go`): excluded `blamed_equivocation` when the group is suppressed.
+    #: (`GroupState.late_equivocation`): excluded `blamed_equivocation` when the group is suppressed.
     late_equivocators: list[bytes] = field(default_factory=list)
 
 
@@ -236,22 +236,34 @@ class GroupState:
         honest mixer 1) is that member's equivocation."""
         carried: list[tuple[Submit | Batch | Vote, bytes]] = []
         mine, g = self._step_of(blame.sender), len(self.members)
-        if len(blame.taken) > g + 1:  # mixer 1: g submissions and the final batch; any other: two batches
+        if len(blame.taken) > g + 2:  # mixer 1: g submissions and the final batch (two, below); any other: three
             raise RemoteProtocolError("unjustified_blame", "blame carries more messages than a member takes")
         steps: set[int] = set()
         senders: set[bytes] = set()
+        finals: set[bytes] = set()
         for envelope in blame.taken:
             taken = self._carried(blame, envelope, "message she took")
             if isinstance(taken, Submit):
                 if mine != 1 or taken.sender not in self.members or taken.sender in senders:
                     raise RemoteProtocolError("unjustified_blame", "blame carries a submission she did not mix")
                 senders.add(taken.sender)
-            elif not isinstance(taken, Batch) or taken.step not in (mine - 1, g) or taken.step in (0, mine, *steps) \
+            elif not isinstance(taken, Batch) or taken.step not in (mine - 1, g) or taken.step in (0, mine) \
+                    or (taken.step in steps and (taken.step != g or len(finals) != 1)) \
                     or taken.sender != self.members[taken.step - 1]:
                 raise RemoteProtocolError("unjustified_blame", "blame carries a batch she did not take")
             else:
                 steps.add(taken.step)
+                if taken.step == g:
+                    finals.add(batch_digest(taken.items))
             carried.append((taken, envelope))
+        if not blame.no_go_vote:
+            # Two final batches the final mixer signed, in place of a no-go vote: the member took one and was
+            # relayed the other, which the collector holds (a broker showed it one and the members the other,
+            # found by an attacker: the round stalled). Her proof of the mixer's equivocation (SPEC §8.4).
+            if len(finals) < 2:
+                raise RemoteProtocolError("unjustified_blame",
+                                          "blame carries neither a no-go vote nor two final batches")
+            return carried
         vote = self._carried(blame, blame.no_go_vote, "vote")
         if not isinstance(vote, Vote) or vote.go or vote.sender not in self.members:
             raise RemoteProtocolError("unjustified_blame", "blame carries no no-go vote of its run")
@@ -269,10 +281,12 @@ class GroupState:
             raise RemoteProtocolError("unjustified_blame", f"blame carries a {what} of another run")
         return message
 
-    def late_no_go(self, blame: Blame) -> Vote | None:
-        """The no-go vote a blame of this run carries after the reveal_open, every member having voted go, when its
-        voter's kept vote is a go vote: she signed both, and the blamer was shown the no-go alone (a broker's doing,
-        found by an attacker). None otherwise (the blame is then REJECT ``unjustified_blame``, or taken)."""
+    def late_equivocation(self, blame: Blame) -> Vote | Batch | None:
+        """What a blame of this run carries after the reveal_open, every member having voted go, that its signer
+        signed beside what the collector keeps: a no-go vote of a member whose kept vote is a go vote, or a final
+        batch of the final mixer other than the one every member voted on. The blamer was shown it alone (a
+        broker's doing, found by attackers). None otherwise (the blame is then REJECT ``unjustified_blame``, or
+        taken)."""
         if not (self.active and self.reveal_sent and not self.no_go and blame.group == self.label
                 and blame.run == self.run and blame.sender in self.members):
             return None
@@ -280,9 +294,16 @@ class GroupState:
             carried = self.blame_carried(blame)
         except RemoteProtocolError:
             return None
-        vote = next(m for m, _ in carried if isinstance(m, Vote))
-        kept = self.data.votes.get(vote.sender)
-        return vote if kept is not None and kept != vote else None
+        final = self.final_batch
+        for message, _ in carried:
+            if isinstance(message, Vote):
+                kept = self.data.votes.get(message.sender)
+                if kept is not None and kept != message:
+                    return message
+            elif isinstance(message, Batch) and message.step == len(self.members) and final is not None \
+                    and message.items != final:
+                return message
+        return None
 
     def _step_of(self, member: bytes) -> int:
         return self.members.index(member) + 1
@@ -372,9 +393,16 @@ class GroupState:
             return [m for m in members if m not in d.reveals] if self.reveal_sent else []
         if self.final_batch is not None:
             missing = [m for m in members if m not in d.votes]
-            # Votes on other keys than each other's, some run_keys never reached the collector: it
-            # needs them to tell who states other keys.
-            return missing or [m for m in members if m not in d.keys]
+            if missing or len(d.keys) < len(members):
+                # Votes on other keys than each other's, some run_keys never reached the collector: it
+                # needs them to tell who states other keys.
+                return missing or [m for m in members if m not in d.keys]
+            # Every vote go, some on another final batch than the one the collector holds: its mixer signed two (a
+            # broker showed the collector one and the members the other, found by an attacker: the whole round
+            # stalled), or the voter names one nobody signed. Relayed, a member holding the other one blames with
+            # both, her proof of the mixer's equivocation; at the deadline the voters who did not are excluded.
+            final = batch_digest(self.final_batch)
+            return [m for m in members if d.votes[m].final_digest != final and m not in d.blames]
         if len(d.keys) < len(members):
             return [m for m in members if m not in d.keys]
         last_step = max(d.batches, default=0)
@@ -507,7 +535,7 @@ def proven_exclusions(
                                                   moved_from.get(message.sender, ())):
             proven[message.sender].add("blamed_equivocation")
             continue
-        late = group.late_no_go(message) if isinstance(message, Blame) else None
+        late = group.late_equivocation(message) if isinstance(message, Blame) else None
         if late is not None:
             proven[late.sender].add("blamed_equivocation")
             continue

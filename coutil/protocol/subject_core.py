@@ -117,6 +117,9 @@ class SubjectRun:
     #: included; else the batch of step - 1) and the final batch. Her blame carries them (SPEC §8.4).
     no_go_vote: bytes | None = None
     taken: dict[tuple[int, bytes], bytes] = field(default_factory=dict)
+    #: Another final batch its mixer signed than the one she took (relayed by the collector, which holds it):
+    #: with hers, the proof of the final mixer's equivocation her blame carries in place of a no-go vote.
+    second_final: bytes | None = None
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
@@ -124,7 +127,8 @@ class SubjectRun:
 
     def taken_envelopes(self) -> tuple[bytes, ...]:
         """What her blame carries as ``taken``: submissions first (in mixing order), then batches by step."""
-        return tuple(self.taken[key] for key in sorted(self.taken))
+        taken = tuple(self.taken[key] for key in sorted(self.taken))
+        return taken if self.second_final is None else (*taken, self.second_final)
 
 
 class SubjectCore:
@@ -485,6 +489,18 @@ class SubjectCore:
             raise RemoteProtocolError("wrong_mixer", f"batch step {message.step} from the wrong member")
         if len(message.items) != len(run.members):
             raise RemoteProtocolError("bad_batch", "batch size differs from the group size")
+        g = len(run.members)
+        held = run.batches.get(message.step)
+        if message.step == g and held is not None and held != message.items and (g, message.sender) in run.taken \
+                and run.second_final is None and not run.revealed and not run.blamed:
+            # The final mixer signed two final batches: the one she took and this one, which the collector relays
+            # (a broker showed it one and the members the other, found by an attacker: the whole round stalled).
+            # Both signed: her proof of the mixer's equivocation, which her blame carries (SPEC §8.4).
+            run.second_final = self._receiving
+            self.rejections.append(Rejection(now, self._group_control_topic() or "", "equivocation",
+                                             "two different final batches from the final mixer", False,
+                                             message.sender, message.TAG))
+            return self._start_blame(run, now)
         _keep_first(run.batches, message.step, message.items,
                     "batch already received", "two different batches for one step")
         if message.step in (run.members.index(self.public_key), len(run.members)):  # her input, the final batch
@@ -614,7 +630,7 @@ class SubjectCore:
         # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
         if any(not v.go for v in run.votes.values()) and not run.blamed:
             out.extend(self._start_blame(run, now))
-        elif not run.revealed and run.my_vote and len(run.votes) == g \
+        elif not run.revealed and not run.blamed and run.my_vote and len(run.votes) == g \
                 and all(v.go and v.final_digest == run.final_digest for v in run.votes.values()):
             if not run.reveal_open:
                 # Every member voted go: the group waits at the reveal barrier, for the other groups,
@@ -681,11 +697,12 @@ class SubjectCore:
         assert self._round_id is not None and self._group is not None
         run.blamed = True
         self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
-        assert run.no_go_vote is not None  # she blames on a no-go vote she took, or on her own
+        # She blames on a no-go vote she took, on her own, or on the final mixer's two final batches (no vote).
+        assert run.no_go_vote is not None or run.second_final is not None
         mixed = run.batches.get(run.members.index(self.public_key) + 1) if run.my_batch is not None else None
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
                       run.my_salt, run.taken_envelopes(),
-                      NO_BATCH if mixed is None else batch_digest(mixed), run.no_go_vote)
+                      NO_BATCH if mixed is None else batch_digest(mixed), run.no_go_vote or b"")
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
         self._event(BlameSent(now, self.sid, self._group, run.number))

@@ -27,7 +27,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         # A no-go before the run reaches the honest mixers (they blamed without mixing and were named).
         "early-no-go",
         # A second submission re-sent with her blame, her first hidden from the collector (mixer 1 was named).
-        "resubmit"}
+        "resubmit",
+        # Two final batches split by a broker, a go vote on a final batch nobody signed (the round stalled).
+        "two-finals", "wrong-digest"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",

@@ -41,6 +41,9 @@ ATTRIBUTED: list[tuple[dict[str, Any], str]] = [
     # A signed message for a run the collector never started her in is proof (no honest member has one).
     ({"strategy": "keys-ahead", "target": "next-run"}, "blamed_equivocation"),
     ({"strategy": "keys-ahead", "target": "other-group"}, "blamed_equivocation"),
+    # A go vote on a final batch nobody signed: the run is relayed, and at its deadline she is still not on the
+    # collector's final batch (the collector cannot tell her from a member kept from a relay: no blame stated).
+    ({"strategy": "wrong-digest"}, "silent"),
 ]
 
 
@@ -280,3 +283,17 @@ def test_equivocate_in_runs_of_two_does_not_crash(seed: int) -> None:
     p = play({"subjects": [{"strategy": "equivocate", "rows": [0]}]}, seed=seed, config=config)
     (entry,) = p.entries("subject")
     assert p.outcome.completed and entry["deviated"] and entry["excluded"], entry
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_two_final_batches_without_a_broker_are_refused_where_they_travel(seed: int) -> None:
+    """``two-finals`` alone: her second final batch goes on her topics towards each fellow, where a final batch never
+    travels (REJECT ``topic_mismatch``): everyone takes her real one and the round completes as if she were honest.
+    With the broker ``split-final`` the members take the second one instead, and she is convicted
+    (`tests/verify/test_verify_blames.py::test_two_final_batches_split_by_a_broker_convict_the_final_mixer`)."""
+    p = play({"subjects": [{"strategy": "two-finals", "rows": [seed % 7]}]}, seed=seed)
+    (entry,) = p.entries("subject")
+    assert p.outcome.completed and entry["deviated"] and p.excluded() == {}
+    assert p.released() == p.records(list(range(p.data.n)))
+    assert all(p.verdicts()[p.sid(r)]["accept"] for r in p.honest_rows)
+    assert entry["leak"] == [] and p.section["honest_excluded"] == {}

@@ -267,6 +267,35 @@ def test_a_no_go_shown_to_one_member_after_the_reveal_open_convicts_its_voter(
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
 
 
+TWO_FINALS = ('[[adversary.subjects]]\nstrategy = "two-finals"\nrows = [4]\n'
+              '[adversary.broker]\nstrategy = "split-final"\nvictim = 4\n')
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_two_final_batches_split_by_a_broker_convict_the_final_mixer(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC §3 (was a limit, found by an attacker on the blames): the final mixer signs two final batches and a
+    colluding broker gives the collector one and the members the other. The members voted go on theirs, the
+    collector's group was never ready (no vote no-go, nobody missing), its deadline kept moving and the reveal
+    barrier held every group: nothing released, nobody excluded. Now a run whose votes name another final batch
+    than the collector's is relayed; a member holding two final batches of the mixer blames with both (no no-go
+    vote), which proves the mixer's `blamed_equivocation`; the round completes without her, no honest member is
+    excluded, and `coutil verify` proves the blame."""
+    out = _simulate(tmp_path, "two-finals", seed, TWO_FINALS)
+    report = json.loads((out / "report.json").read_text())
+    adversary = report["adversary"]
+    [subject] = [e for e in adversary["deviants"] if e["role"] == "subject"]
+    [broker] = [e for e in adversary["deviants"] if e["role"] == "broker"]
+    assert subject["deviated"] and broker["deviated"], (subject, broker)
+    transcript = json.loads((out / "transcript.json").read_text())
+    assert transcript["exclusions"] == {subject["node"]: "blamed_equivocation"}, transcript["exclusions"]
+    assert adversary["honest_excluded"] == {}
+    assert report["completed"] and report["released_rows"] == 35 and report["accepted"] == 35, report
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+    assert "1 `blamed_*` exclusion(s), each proven" in check["notes"][0], check
+
+
 def test_a_go_vote_kept_instead_of_her_no_go_convicts_the_voter_not_the_blamers() -> None:
     """SPEC §3, the false-blame row (was a limit, found by an attacker): the colluding member signs a no-go vote
     and a go vote; the collector keeps her go vote, so the evidence showed blames with every vote go and the honest
