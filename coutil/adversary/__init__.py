@@ -78,6 +78,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "hide-submits": "coutil.adversary.broker:HideSubmits",
     "hide-first-submit": "coutil.adversary.broker:HideFirstSubmit",
     "split-final": "coutil.adversary.broker:SplitFinal",
+    "late-final": "coutil.adversary.broker:LateFinal",
     "split-announce": "coutil.adversary.broker:SplitAnnounce",
 }
 

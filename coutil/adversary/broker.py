@@ -34,6 +34,7 @@ the report says whether the defence of SPEC §7.2 is what stopped it.
   no-go vote in place of her go vote, ``delay`` seconds late;
 - ``split-final``: the same for the final batch, with the final mixer playing ``two-finals`` (``victim``: her row):
   every fellow member gets her second final batch, the collector her real one;
+- ``late-final``: holds that second final batch and shows it to one fellow just before the reveal_open of her group;
 - ``hide-first-submit``: colludes with a member playing ``resubmit`` (its ``victim``: her row): the collector never
   gets her first submission of a run (mixer 1 does), so that it holds only the second one she re-sends with her
   blame.
@@ -59,8 +60,8 @@ from coutil.protocol.node import Publication, SeededRandom
 
 __all__ = [
     "RUN_TAGS", "BrokerStrategy", "Copy", "DropVictim", "Duplicate", "EarlierRound", "HideFirstSubmit", "Injection",
-    "Peek", "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitFinal", "SplitKeys", "SplitRetained",
-    "SwapVote", "peek",
+    "LateFinal", "Peek", "Reorder", "ReplayPreMerge", "ReplayRound", "ReplayRuns", "SplitFinal", "SplitKeys",
+    "SplitRetained", "SwapVote", "peek",
 ]
 
 #: Messages that name a group and a run (their fields 3 and 4, SPEC §7.3).
@@ -564,13 +565,59 @@ class SplitFinal(SplitKeys):
     NAME = "split-final"
     TAG = "batch"
     NEEDS_VICTIM = True
-    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "delay": 0.0}
+    #: ``relay = "drop"``: the collector's relay of her real final batch (on the group's control topic) never reaches
+    #: a fellow either (found by an attacker: honest members were excluded `silent`, she was not).
+    PARAMS: ClassVar[dict[str, object]] = {"victim": 0, "delay": 0.0, "relay": "keep"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"relay": ("keep", "drop")}
+
+    def setup(self) -> None:
+        super().setup()
+        #: Her real final batches, as she published them on her group topic.
+        self._finals: set[bytes] = set()
 
     def on_publish(self, now: float, sender: str, topic: str, payload: bytes,
                    retain: bool) -> tuple[bool, list[Injection]]:
         if sender != self.victim:
             return True, []
+        if topics.is_subject_group(topic) and payload_kind(topic, payload) == self.TAG:
+            self._finals.add(payload)
         return super().on_publish(now, sender, topic, payload, retain)
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        out = super().on_deliver(now, sender, receiver, topic, payload)
+        if out is None and self.param_str("relay") == "drop" and payload in self._finals and "/c/group/" in topic \
+                and receiver.split("-", maxsplit=1)[0] in {sid for _, sid in self._second}:
+            self.actions["dropped"] += 1
+            return []
+        return out
+
+
+class LateFinal(SplitFinal):
+    """``split-final`` at the last moment (found by an attacker on its fix): the final mixer's second final batch
+    (``two-finals``) is held and everyone, the collector included, gets her real one; when the collector's
+    reveal_open of her group is delivered to a first fellow member, that fellow gets the second final batch just
+    before it. Her blame (two final batches) reaches the collector after its reveal_open: the mixer is convicted
+    in the suppression's statement, the blamer withholds her reveal (SPEC §7.3)."""
+
+    NAME = "late-final"
+
+    def setup(self) -> None:
+        super().setup()
+        self._shown = False
+
+    def on_deliver(self, now: float, sender: str, receiver: str, topic: str, payload: bytes) -> Sequence[Copy] | None:
+        seen = peek(payload)
+        if self._shown or seen is None or seen.tag != "reveal_open":
+            return None
+        fellow = receiver.split("-", maxsplit=1)[0]
+        second = next((other for (_, sid), other in self._second.items()
+                       if sid == fellow and (found := peek(other)) is not None and found.group == seen.group), None)
+        if second is None:
+            return None
+        self._shown = True
+        self.actions["substituted"] += 1
+        self._made(topic, second)
+        return [Copy(payload=second, made=True), Copy(delay=0.05)]
 
 
 class HideSubmits(BrokerStrategy):

@@ -192,6 +192,8 @@ class GroupState:
             blame = d.blames.get(message.sender)
             if blame is not None:
                 self._check_stated_batch(message.sender, blame.batch_digest, message.items)
+            self._check_final_vote(d.votes.get(message.sender) if message.step == len(self.members) else None,
+                                   message.items)
             fresh = _store(d.batches, message.step, message.items)
         elif isinstance(message, Vote):
             # Checked against the keys the collector holds; while a member's run_keys has not reached it
@@ -202,6 +204,8 @@ class GroupState:
                 if message.sender not in d.view_mismatch:
                     d.view_mismatch.append(message.sender)
                 raise RemoteProtocolError("view_mismatch", "vote states other run keys")
+            if message.sender == self.members[-1]:
+                self._check_final_vote(message, d.batches.get(len(self.members)))
             fresh = _store(d.votes, message.sender, message)
         elif isinstance(message, Reveal):
             keys = d.keys.get(message.sender)
@@ -265,7 +269,11 @@ class GroupState:
                                           "blame carries neither a no-go vote nor two final batches")
             return carried
         vote = self._carried(blame, blame.no_go_vote, "vote")
-        if not isinstance(vote, Vote) or vote.go or vote.sender not in self.members:
+        # A go vote justifies a blame only as the final mixer's, naming another final batch than hers the blamer
+        # took (found by an attacker: a broker kept the relay of the collector's final batch from the members).
+        contradicted = isinstance(vote, Vote) and vote.go and vote.sender == self.members[-1] and any(
+            isinstance(m, Batch) and m.step == g and batch_digest(m.items) != vote.final_digest for m, _ in carried)
+        if not isinstance(vote, Vote) or (vote.go and not contradicted) or vote.sender not in self.members:
             raise RemoteProtocolError("unjustified_blame", "blame carries no no-go vote of its run")
         carried.append((vote, blame.no_go_vote))
         return carried
@@ -314,6 +322,14 @@ class GroupState:
         none. Two signed statements that differ are equivocation, whichever came first."""
         if published is not None and stated != batch_digest(published):
             raise RemoteProtocolError("equivocation", "blame states another batch than its mixer published")
+
+    @staticmethod
+    def _check_final_vote(vote: Vote | None, final: Sequence[bytes] | None) -> None:
+        """The final mixer votes on her own final batch (she holds no other: only she signs it). Her vote naming
+        another one, whichever came first, is equivocation (found by an attacker: a broker gave the collector one
+        final batch of hers and the members another, and kept the collector's relay from them)."""
+        if vote is not None and final is not None and vote.final_digest != batch_digest(final):
+            raise RemoteProtocolError("equivocation", "the final mixer's vote names another final batch than hers")
 
     def _stated_batch_missing(self, member: bytes) -> bool:
         """Her blame states a batch the collector does not hold (lost on its way: she re-sends it with her blame)."""

@@ -120,6 +120,9 @@ class SubjectRun:
     #: Another final batch its mixer signed than the one she took (relayed by the collector, which holds it):
     #: with hers, the proof of the final mixer's equivocation her blame carries in place of a no-go vote.
     second_final: bytes | None = None
+    #: The final mixer's vote as received: one naming another final batch than hers, which she took, proves her
+    #: equivocation with it (an honest final mixer votes on her own batch); her blame carries it (SPEC §8.4).
+    final_mixer_vote: bytes | None = None
     revealed: bool = False
     blamed: bool = False
     #: The run's keys as she used them (`keys_digest`), once she holds every member's.
@@ -514,6 +517,8 @@ class SubjectCore:
                     "vote already received", "two different votes from one member")
         if not message.go and run.no_go_vote is None:
             run.no_go_vote = self._receiving
+        if message.sender == run.members[-1]:
+            run.final_mixer_vote = self._receiving
         return self._advance(now)
 
     def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:
@@ -627,8 +632,10 @@ class SubjectCore:
                 run.no_go_vote = run.no_go_vote or msg.payload
             if not go:
                 self._event(NoGoVoted(now, self.sid, group, run.number))
-        # 4. A no-go anywhere: blame. All go and reveal_open: reveal my inner secret.
-        if any(not v.go for v in run.votes.values()) and not run.blamed:
+        # 4. A no-go anywhere, or the final mixer's vote on another final batch than hers: blame. All go and
+        # reveal_open: reveal my inner secret.
+        if (any(not v.go for v in run.votes.values()) or (self._final_mixer_contradicted(run) and not run.revealed)) \
+                and not run.blamed:
             out.extend(self._start_blame(run, now))
         elif not run.revealed and not run.blamed and run.my_vote and len(run.votes) == g \
                 and all(v.go and v.final_digest == run.final_digest for v in run.votes.values()):
@@ -679,6 +686,16 @@ class SubjectCore:
         self._resend.arm(("vote", run.number), msg, now)
         return [msg, *self._start_blame(run, now)]
 
+    @staticmethod
+    def _final_mixer_contradicted(run: SubjectRun) -> bool:
+        """The final batch she took and its mixer's vote name different final batches: two things an honest final
+        mixer never signs together (a broker showed the collector another final batch of hers, and kept the relay
+        of it from the members, found by an attacker)."""
+        mixer = run.members[-1]
+        final, vote = run.batches.get(len(run.members)), run.votes.get(mixer)
+        return final is not None and vote is not None and (len(run.members), mixer) in run.taken \
+            and run.final_mixer_vote is not None and vote.final_digest != batch_digest(final)
+
     def _vote(self, run: SubjectRun, go: bool, final_digest: bytes) -> Vote:
         assert self._round_id is not None and self._group is not None
         keys = self._run_keys_digest(run)
@@ -697,12 +714,15 @@ class SubjectCore:
         assert self._round_id is not None and self._group is not None
         run.blamed = True
         self._resend.cancel_where(lambda key: isinstance(key, tuple) and key[0] in ("batch", "vote", "reveal"))
-        # She blames on a no-go vote she took, on her own, or on the final mixer's two final batches (no vote).
-        assert run.no_go_vote is not None or run.second_final is not None
+        # She blames on a no-go vote she took, on her own, on the final mixer's two final batches (no vote), or on
+        # the final mixer's vote naming another final batch than the one she took.
+        answered = run.no_go_vote if run.no_go_vote is not None else \
+            b"" if run.second_final is not None else run.final_mixer_vote
+        assert answered is not None
         mixed = run.batches.get(run.members.index(self.public_key) + 1) if run.my_batch is not None else None
         blame = Blame(self._round_id, self.public_key, self._group, run.number, run.outer.secret, run.my_permutation,
                       run.my_salt, run.taken_envelopes(),
-                      NO_BATCH if mixed is None else batch_digest(mixed), run.no_go_vote or b"")
+                      NO_BATCH if mixed is None else batch_digest(mixed), answered)
         msg = self._publish_group(blame)
         self._resend.arm(("blame", run.number), msg, now)
         self._event(BlameSent(now, self.sid, self._group, run.number))

@@ -444,12 +444,15 @@ SUPPRESSIONS = frozenset({"suppressed", "suppressed_class"})
 
 def _suppressed_by_statement(r: VerifiedRound) -> set[bytes]:
     """Members a signed closing shuffle_start (no members) of their group (their assign's) names `suppressed` or
-    `suppressed_class`."""
+    `suppressed_class`, or `blamed_*`: a member who signed a second message the blame of a fellow carried after the
+    reveal_open (`blamed_equivocation` in the suppression's statement, SPEC §7.3) had revealed, and says so
+    (`excluded_after_reveal`, found by an attacker: an honest collector failed verify); that blame is
+    `blame_evidence`'s to prove."""
     if not r.transcript.shuffle_starts_included:
         return set()
     group_of = {a.subject: a.group for a in r.assigns}
     return {key for s in r.runs().values() if not s.members for key, reason in s.excluded
-            if reason in SUPPRESSIONS and group_of.get(key) == s.group}
+            if (reason in SUPPRESSIONS or reason.startswith("blamed_")) and group_of.get(key) == s.group}
 
 
 def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
@@ -463,8 +466,8 @@ def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
 
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     """Every complaint is a failure, except a `not_included` or `excluded_after_reveal` one from a member
-    whom a signed closing shuffle_start of her group names `suppressed`, and a `not_included` one from a member
-    a signed shuffle_start excluded (reported in the notes)."""
+    whom a signed closing shuffle_start of her group names (`_suppressed_by_statement`), and a `not_included` one
+    from a member a signed shuffle_start excluded (reported in the notes)."""
     suppressed = _suppressed_by_statement(r)
     explained = Counter(v.reason for v in r.verdicts
                         if not v.accept and v.reason in SUPPRESSION_COMPLAINTS and v.sender in suppressed)

@@ -78,7 +78,8 @@ def test_every_broker_strategy_is_registered_with_its_class() -> None:
     assert set(BROKER_STRATEGIES) == {"replay-runs", "replay-round", "replay-pre-merge", "drop-victim", "duplicate",
                                       "reorder",
                                       "split-retained", "split-keys", "hide-submits",
-                                      "split-announce", "swap-vote", "hide-first-submit", "split-final"}
+                                      "split-announce", "swap-vote", "hide-first-submit", "split-final",
+                                      "late-final"}
     for name in BROKER_STRATEGIES:
         assert name == broker_strategy(name).NAME
 

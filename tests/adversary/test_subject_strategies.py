@@ -41,9 +41,6 @@ ATTRIBUTED: list[tuple[dict[str, Any], str]] = [
     # A signed message for a run the collector never started her in is proof (no honest member has one).
     ({"strategy": "keys-ahead", "target": "next-run"}, "blamed_equivocation"),
     ({"strategy": "keys-ahead", "target": "other-group"}, "blamed_equivocation"),
-    # A go vote on a final batch nobody signed: the run is relayed, and at its deadline she is still not on the
-    # collector's final batch (the collector cannot tell her from a member kept from a relay: no blame stated).
-    ({"strategy": "wrong-digest"}, "silent"),
 ]
 
 
@@ -297,3 +294,16 @@ def test_two_final_batches_without_a_broker_are_refused_where_they_travel(seed: 
     assert p.released() == p.records(list(range(p.data.n)))
     assert all(p.verdicts()[p.sid(r)]["accept"] for r in p.honest_rows)
     assert entry["leak"] == [] and p.section["honest_excluded"] == {}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_go_vote_on_a_final_batch_nobody_signed_excludes_its_voter_and_the_round_completes(seed: int) -> None:
+    """``wrong-digest`` (found while closing ``two-finals``; before, the whole round stalled): the run is relayed,
+    and at its deadline she is still not on the collector's final batch: excluded `silent` (the collector cannot
+    tell her from a member a broker kept from the relay, so it states no blame). As the final mixer (seed 13) her
+    vote names another final batch than the one she signed: `blamed_equivocation`, proven."""
+    p = play({"subjects": [{"strategy": "wrong-digest", "rows": [seed % 7]}]}, seed=seed)
+    (entry,) = p.entries("subject")
+    final_mixer = entry["exclusion_reason"] == "blamed_equivocation"
+    assert entry["exclusion_reason"] in ("silent", "blamed_equivocation") and final_mixer == (seed == 13), entry
+    assert_author_alone_excluded(p, entry["exclusion_reason"])

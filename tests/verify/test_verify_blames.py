@@ -271,17 +271,21 @@ TWO_FINALS = ('[[adversary.subjects]]\nstrategy = "two-finals"\nrows = [4]\n'
               '[adversary.broker]\nstrategy = "split-final"\nvictim = 4\n')
 
 
+@pytest.mark.parametrize("relay", ["keep", "drop"])
 @pytest.mark.parametrize("seed", [3, 8])
 def test_two_final_batches_split_by_a_broker_convict_the_final_mixer(
-        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        seed: int, relay: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SPEC §3 (was a limit, found by an attacker on the blames): the final mixer signs two final batches and a
     colluding broker gives the collector one and the members the other. The members voted go on theirs, the
     collector's group was never ready (no vote no-go, nobody missing), its deadline kept moving and the reveal
     barrier held every group: nothing released, nobody excluded. Now a run whose votes name another final batch
     than the collector's is relayed; a member holding two final batches of the mixer blames with both (no no-go
     vote), which proves the mixer's `blamed_equivocation`; the round completes without her, no honest member is
-    excluded, and `coutil verify` proves the blame."""
-    out = _simulate(tmp_path, "two-finals", seed, TWO_FINALS)
+    excluded, and `coutil verify` proves the blame. With the relay kept from the members too (``relay = "drop"``,
+    found by an attacker on the fix: 5 honest members excluded `silent`, the mixer kept), the mixer's go vote naming
+    another final batch than the one she signed for them is the proof their blame carries (an honest final mixer
+    votes on her own batch)."""
+    out = _simulate(tmp_path, "two-finals", seed, TWO_FINALS + f'relay = "{relay}"\n')
     report = json.loads((out / "report.json").read_text())
     adversary = report["adversary"]
     [subject] = [e for e in adversary["deviants"] if e["role"] == "subject"]
@@ -294,6 +298,30 @@ def test_two_final_batches_split_by_a_broker_convict_the_final_mixer(
     code, result, check = _verify(out, capsys)
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
     assert "1 `blamed_*` exclusion(s), each proven" in check["notes"][0], check
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_second_final_batch_shown_just_before_the_reveal_open_convicts_the_final_mixer(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker on the fix above: the broker holds the second final batch and shows it to one fellow just
+    before the reveal_open, so that her blame (two final batches) reaches the collector after it. The collector
+    names the final mixer `blamed_equivocation` in the suppression's statement (`late_equivocation`), the blamer,
+    who withholds her reveal, is excluded `silent`, never `blamed_unsolicited`, the others `suppressed`. The mixer,
+    who had revealed, complains `excluded_after_reveal`: that failed the honest collector in verify (exit 3); a
+    closing statement's proven blame now explains it."""
+    plan = TWO_FINALS.replace('"split-final"', '"late-final"')
+    out = _simulate(tmp_path, "late-final", seed, plan)
+    report = json.loads((out / "report.json").read_text())
+    [subject] = [e for e in report["adversary"]["deviants"] if e["role"] == "subject"]
+    exclusions = json.loads((out / "transcript.json").read_text())["exclusions"]
+    assert exclusions[subject["node"]] == "blamed_equivocation", exclusions
+    others = [reason for sid, reason in exclusions.items() if sid != subject["node"]]
+    assert sorted(set(others)) == ["silent", "suppressed"] and others.count("silent") == 1, exclusions
+    assert report["completed"] and report["released_rows"] == 36 - len(exclusions)
+    code, result, check = _verify(out, capsys)
+    assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+    complaints = next(c for c in result["checks"] if c["check"] == "complaints")
+    assert complaints["status"] == "pass" and any("excluded_after_reveal" in n for n in complaints["notes"]), complaints
 
 
 def test_a_go_vote_kept_instead_of_her_no_go_convicts_the_voter_not_the_blamers() -> None:
