@@ -232,12 +232,14 @@ class GroupState:
         step - 1, or as mixer 1 the members' submissions she mixed; the final batch), then the no-go vote she
         answers. REJECT ``unjustified_blame`` unless the vote is a no-go vote of the blame's run by one of its
         members, each batch, of a distinct step, her input or the final one, by its mixer, and each submission, in
-        mixer 1's blame alone, by a distinct member: at most g + 1 messages taken. The caller observes them as
-        messages of the run, so a collector cannot show a run without them: another vote of the voter (a go vote it
-        kept) is her equivocation, never an unsolicited blame (found by an attacker: the honest blamers were
-        framed), every batch a member took is in the evidence, and a submission mixer 1 mixed beside another one
-        its member signed (shown to the collector alone by a broker, found by an attacker: re-execution named the
-        honest mixer 1) is that member's equivocation."""
+        mixer 1's blame alone, by a distinct member: at most g + 2 messages taken (a second final batch of its mixer,
+        below). The caller observes them as messages of the run, so a collector cannot show a run without them:
+        another vote of the voter (a go vote it kept) is her equivocation, never an unsolicited blame (found by an
+        attacker: the honest blamers were framed), every batch a member took is in the evidence, and a submission
+        mixer 1 mixed beside another one its member signed (shown to the collector alone by a broker, found by an
+        attacker: re-execution named the honest mixer 1) is that member's equivocation. In place of the no-go vote:
+        nothing, with two final batches of the final mixer, or her go vote naming another final batch than one of
+        hers carried (SPEC §8.4)."""
         carried: list[tuple[Submit | Batch | Vote, bytes]] = []
         mine, g = self._step_of(blame.sender), len(self.members)
         if len(blame.taken) > g + 2:  # mixer 1: g submissions and the final batch (two, below); any other: three

@@ -448,8 +448,9 @@ def test_with_mixer_1_carrying_no_submission_the_honest_mixer_1_is_framed(
 
 def test_a_blame_carrying_submissions_it_did_not_mix_is_unsolicited() -> None:
     """Thinking as the attacker on mixer 1's blame carrying submissions: a blame may carry a submission only as mixer
-    1's, one per member, at most g + 1 messages in all; any other such blame (re-signed by its author) is her own
-    `blamed_unsolicited`, and frames nobody else. The honest evidence proves the false complaint alone."""
+    1's, one per member, at most g + 2 messages in all (g + 1, and a second final batch of its mixer); any other such
+    blame (re-signed by its author) is her own `blamed_unsolicited`, and frames nobody else. The honest evidence
+    proves the false complaint alone."""
     p, start, messages, announce_digest, root = _false_complaint_evidence()
     g = len(start.members)
     submits = [e for m, e in messages if isinstance(m, Submit)]
@@ -470,6 +471,6 @@ def test_a_blame_carrying_submissions_it_did_not_mix_is_unsolicited() -> None:
     assert isinstance(first, Blame) and isinstance(second, Blame)
     for author, taken in ((mixer_2, (*second.taken, submits[0])),  # not mixer 1
                           (mixer_1, (submits[0], *first.taken)),  # one member's submission twice
-                          (mixer_1, (*first.taken, *second.taken))):  # more than g + 1
+                          (mixer_1, (*first.taken, *second.taken))):  # more than g + 2
         proven = forged(author, taken)
         assert proven.get(author) == {"blamed_unsolicited"}, proven
