@@ -82,6 +82,14 @@ class SubjectStrategy(SubjectNode):
     def param_str(self, name: str) -> str:
         return str(self.params[name])
 
+    def _draw_key_starting(self, first_byte: int) -> None:
+        """Draw her key again until it starts with ``first_byte``: 0 sorts first (mixer 1 of her group's runs),
+        0xFF last (the final mixer)."""
+        while self.public_key[0] != first_byte:
+            self._identity = crypto.SigningKey.generate(self._rng)
+            self.public_key = self._identity.public
+        self.sid = self.client_id = topics.sid_of(self.public_key)
+
 
 # ---------------------------------------------------------------------------------------------- silence
 #: Silent phases -> the first message she no longer sends.
@@ -264,10 +272,7 @@ class HideSubmit(FalseComplaint):
     def configure(self, params: Mapping[str, object]) -> None:
         super().configure(params)
         if self.param_str("via") == "withhold":
-            while self.public_key[0] != 0:  # a key that sorts first: she is mixer 1 of her group's runs
-                self._identity = crypto.SigningKey.generate(self._rng)
-                self.public_key = self._identity.public
-            self.sid = self.client_id = topics.sid_of(self.public_key)
+            self._draw_key_starting(0)
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
         out = super()._emit(topic, message)
@@ -306,10 +311,7 @@ class Resubmit(FalseComplaint):
 
     def configure(self, params: Mapping[str, object]) -> None:
         super().configure(params)
-        while self.public_key[0] != 0xFF:
-            self._identity = crypto.SigningKey.generate(self._rng)
-            self.public_key = self._identity.public
-        self.sid = self.client_id = topics.sid_of(self.public_key)
+        self._draw_key_starting(0xFF)
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
         out = super()._emit(topic, message)
@@ -479,10 +481,7 @@ class TwoFinals(SubjectStrategy):
 
     def configure(self, params: Mapping[str, object]) -> None:
         super().configure(params)
-        while self.public_key[0] != 0xFF:
-            self._identity = crypto.SigningKey.generate(self._rng)
-            self.public_key = self._identity.public
-        self.sid = self.client_id = topics.sid_of(self.public_key)
+        self._draw_key_starting(0xFF)
 
     def _mix(self, run: SubjectRun, step: int, inputs: tuple[bytes, ...], now: float) -> list[Outgoing]:
         out = super()._mix(run, step, inputs, now)

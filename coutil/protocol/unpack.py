@@ -128,6 +128,8 @@ def unpack(data: bytes, what: str, *, entries: int, longest: int, max_str: int, 
 
 #: Bytes of the length of a str (str 8, 16, 32) by its first byte.
 _STR_LENGTH = {0xD9: 1, 0xDA: 2, 0xDB: 4}
+#: Bytes of the length of a bin (bin 8, 16, 32) by its first byte.
+_BIN_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 _ARRAY_HEADER_BYTES = {**{b: 1 for b in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}
 
 
@@ -149,22 +151,25 @@ def first_str(data: bytes) -> bytes | None:
     """The raw bytes of the str that is the first entry of the array ``data`` starts with (a payload's tag),
     read from the headers without decoding anything; None when it does not start with an array and a str."""
     header = _array_header(data)
-    if header is None or len(data) <= header[1]:
+    entry = None if header is None else _str_or_bin(data, header[1], _STR_LENGTH)
+    return None if entry is None else bytes(data[entry[0]:entry[0] + entry[1]])
+
+
+def _str_or_bin(data: bytes, start: int, lengths: dict[int, int]) -> tuple[int, int] | None:
+    """(offset, size) of the raw bytes of the str (``lengths`` `_STR_LENGTH`, fixstr too) or bin (`_BIN_LENGTH`)
+    whose header is at ``start``; None if there is another type there, or it runs past the end."""
+    if start >= len(data):
         return None
-    start = header[1]
     first = data[start]
-    if 0xA0 <= first <= 0xBF:
+    if lengths is _STR_LENGTH and 0xA0 <= first <= 0xBF:
         size, start = first & 0x1F, start + 1
-    elif first in _STR_LENGTH:
-        width = _STR_LENGTH[first]
+    elif first in lengths:
+        width = lengths[first]
         size, start = int.from_bytes(data[start + 1:start + 1 + width], "big"), start + 1 + width
     else:
         return None
-    return bytes(data[start:start + size])
+    return None if start + size > len(data) else (start, size)
 
-
-#: Bytes of the length of a bin (bin 8, 16, 32) by its first byte.
-_BIN_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 
 
 def third_bin(data: bytes) -> bytes | None:
@@ -175,19 +180,10 @@ def third_bin(data: bytes) -> bytes | None:
     header = _array_header(data)
     if header is None or header[0] < 3:
         return None
-    start, end = header[1], len(data)
+    start, size = header[1], 0
     for lengths in (_STR_LENGTH, _BIN_LENGTH, _BIN_LENGTH):
-        if start >= end:
+        entry = _str_or_bin(data, start + size, lengths)
+        if entry is None:
             return None
-        first = data[start]
-        if lengths is _STR_LENGTH and 0xA0 <= first <= 0xBF:
-            size, start = first & 0x1F, start + 1
-        elif first in lengths:
-            width = lengths[first]
-            size, start = int.from_bytes(data[start + 1:start + 1 + width], "big"), start + 1 + width
-        else:
-            return None
-        if start + size > end:
-            return None
-        value, start = data[start:start + size], start + size
-    return bytes(value)
+        start, size = entry
+    return bytes(data[start:start + size])
