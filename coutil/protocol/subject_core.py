@@ -691,10 +691,14 @@ class SubjectCore:
         """The final batch she took and its mixer's vote name different final batches: two things an honest final
         mixer never signs together (a broker showed the collector another final batch of hers, and kept the relay
         of it from the members, found by an attacker)."""
+        if run.final_mixer_vote is None:
+            return False
         mixer = run.members[-1]
         final, vote = run.batches.get(len(run.members)), run.votes.get(mixer)
-        return final is not None and vote is not None and (len(run.members), mixer) in run.taken \
-            and run.final_mixer_vote is not None and vote.final_digest != batch_digest(final)
+        if final is None or vote is None or (len(run.members), mixer) not in run.taken:
+            return False
+        # (Her own vote's digest once she voted: no hash per message on the hot path.)
+        return vote.final_digest != (run.final_digest if run.final_digest is not None else batch_digest(final))
 
     def _vote(self, run: SubjectRun, go: bool, final_digest: bytes) -> Vote:
         assert self._round_id is not None and self._group is not None
