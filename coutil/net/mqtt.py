@@ -247,6 +247,8 @@ SEND_CHUNK = 1024 * 1024
 
 
 PayloadHandler = Callable[[str, bytes], None]
+#: The largest remaining length of an MQTT packet (four bytes of seven bits).
+_MAX_REMAINING_LENGTH = 268_435_455
 
 
 _PUBACK_SUCCESS = ReasonCode(PacketTypes.PUBACK)
@@ -289,11 +291,13 @@ class _BufferedPahoClient(paho_client.Client):
         if self._sock is None:
             return None
         topic_bytes = topic.encode()
-        if not topic_bytes or b"+" in topic_bytes or b"#" in topic_bytes:
+        if not topic_bytes or b"+" in topic_bytes or b"#" in topic_bytes or len(topic_bytes) > 0xFFFF:
             raise ValueError("Invalid topic.")
+        size = 4 + len(topic_bytes) + len(payload)
+        if size > _MAX_REMAINING_LENGTH:  # what four bytes of remaining length hold (paho's publish refuses it too)
+            raise ValueError("Payload too large.")
         mid = self._mid_generate()
         self._acks[mid] = on_ack
-        size = 4 + len(topic_bytes) + len(payload)
         header = bytearray((PUBLISH | 2 | int(retain),))
         while True:  # the remaining length, 7 bits a byte, low first
             byte, size = size & 0x7F, size >> 7
@@ -370,7 +374,7 @@ class _BufferedPahoClient(paho_client.Client):
         topic_end = start + 2 + ((buf[start] << 8) | buf[start + 1])
         body = topic_end + 2 * qos
         if topic_end == start + 2 or body > end or (qos and buf[topic_end] == 0 and buf[topic_end + 1] == 0):
-            return super()._packet_read()  # no topic, or packet id 0: paho's protocol error
+            return super()._packet_read()  # no topic (paho's protocol error), or packet id 0 (paho's to judge)
         self._rpos = end
         self._last_bytes_received = paho_client.time_func()
         try:

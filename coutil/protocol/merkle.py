@@ -96,10 +96,12 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
     entries (SPEC §4 share.1), so a process hosting a group checks each entry g - 1 times, at 17
     hashes each for a roster of 10^5.
     """
-    try:
-        return _verify_inclusion_memo(leaf, index, size, tuple(proof), root)
-    except TypeError:  # an unhashable argument: not a valid proof anyway, but said by the walk
-        return _verify_inclusion(leaf, index, size, proof, root)
+    # Memoized only for exactly the types a decoded message holds: lru_cache finds its entries by equality, and
+    # 1.0 == 1 or a memoryview equal to bytes would get a cached True the walk refuses (found by a reviewer).
+    if type(leaf) is bytes and type(root) is bytes and type(index) is int and type(size) is int \
+            and type(proof) is tuple and all(type(step) is bytes for step in proof):
+        return _verify_inclusion_memo(leaf, index, size, proof, root)
+    return _verify_inclusion(leaf, index, size, proof, root)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,7 +1,7 @@
 """The MQTT client's fast read path (`coutil.net.mqtt._BufferedPahoClient._packet_read`), without a broker:
 the same stream of packets, cut anywhere between two socket reads, gives the same (topic, payload) pairs
 and the same PUBACKs as paho's own path, and what the fast path does not take (QoS 2, an empty topic, a
-packet id 0, a remaining length over four bytes) still gets paho's answer."""
+packet id 0, a remaining length over four bytes) still gets paho's answer. A lean publish sends paho's bytes."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_a_topic_that_is_not_utf8_is_handed_out_as_no_topic() -> None:
 
 @pytest.mark.parametrize("packet", [
     _publish(b"", b"p"),  # MQTT 3.1.1 forbids an empty topic
-    _publish(b"t", b"p", qos=1, mid=0),  # and a packet id 0
+    _publish(b"t", b"p", qos=1, mid=0),  # a packet id 0 (paho takes it)
     bytes([0x30, 0x80, 0x80, 0x80, 0x80, 0x01]) + b"\x00" * 8,  # a fifth byte of remaining length
 ])
 def test_what_the_fast_path_does_not_take_gets_pahos_answer(packet: bytes) -> None:
@@ -188,3 +188,8 @@ def test_a_lean_publish_without_a_connection_is_refused() -> None:
     client._sock = _Wire()
     with pytest.raises(ValueError, match="Invalid topic"):
         client.publish_acknowledged("t/+", b"p", False, lambda: None)
+    with pytest.raises(ValueError, match="Invalid topic"):
+        client.publish_acknowledged("t" * 70_000, b"p", False, lambda: None)
+    with pytest.raises(ValueError, match="Payload too large"):
+        client.publish_acknowledged("t", bytes(268_435_452), False, lambda: None)
+    assert not client._acks

@@ -98,3 +98,15 @@ def test_roster_leaf_layout() -> None:
 def test_proof_index_out_of_range() -> None:
     with pytest.raises(IndexError):
         merkle.MerkleTree([b"a"]).proof(1)
+
+
+def test_the_memo_never_answers_for_what_the_walk_refuses() -> None:
+    """`verify_inclusion` is memoized (each member checks her fellows' roster entries): found by a reviewer, the
+    cache finds entries by equality, so an index 1.0 or memoryview proof steps equal to a proof checked before got
+    its True, where the walk refuses anything but an int index and bytes steps."""
+    tree = merkle.MerkleTree([b"a", b"b", b"c", b"d", b"e"])
+    proof = tree.proof(1)
+    assert merkle.verify_inclusion(b"b", 1, 5, proof, tree.root)
+    assert not merkle.verify_inclusion(b"b", 1.0, 5, proof, tree.root)  # type: ignore[arg-type]
+    assert not merkle.verify_inclusion(b"b", 1, 5, tuple(memoryview(step) for step in proof), tree.root)  # type: ignore[misc]
+    assert merkle.verify_inclusion(b"b", 1, 5, list(proof), tree.root)  # any sequence of bytes, as the walk takes
