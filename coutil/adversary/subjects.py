@@ -82,6 +82,17 @@ class SubjectStrategy(SubjectNode):
     def param_str(self, name: str) -> str:
         return str(self.params[name])
 
+    def _turn_go_vote(self, message: Message, **fields: object) -> Message:
+        """Her go vote of a run, once per run, with ``fields`` changed and kept as her vote (what she then acts
+        on: ``go=False`` makes her blame, as a no-go voter must); any other message as it is."""
+        run = self._run
+        if not isinstance(message, Vote) or not message.go or run is None or not self._deviate(message.run):
+            return message
+        turned = dataclasses.replace(message, **fields)  # type: ignore[arg-type]
+        run.votes[self.public_key] = turned
+        run.my_vote = turned.go
+        return turned
+
     def _draw_key_starting(self, first_byte: int) -> None:
         """Draw her key again until it starts with ``first_byte``: 0 sorts first (mixer 1 of her group's runs),
         0xFF last (the final mixer)."""
@@ -247,12 +258,7 @@ class FalseComplaint(SubjectStrategy):
     NAME = "false-complaint"
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
-        run = self._run
-        if isinstance(message, Vote) and message.go and run is not None and self._deviate(message.run):
-            message = dataclasses.replace(message, go=False)
-            run.votes[self.public_key] = message
-            run.my_vote = False
-        return super()._emit(topic, message)
+        return super()._emit(topic, self._turn_go_vote(message, go=False))
 
 
 class HideSubmit(FalseComplaint):
@@ -505,11 +511,7 @@ class WrongDigest(SubjectStrategy):
     NAME = "wrong-digest"
 
     def _emit(self, topic: str, message: Message) -> Outgoing:
-        run = self._run
-        if isinstance(message, Vote) and message.go and run is not None and self._deviate(message.run):
-            message = dataclasses.replace(message, final_digest=bytes(32))
-            run.votes[self.public_key] = message
-        return super()._emit(topic, message)
+        return super()._emit(topic, self._turn_go_vote(message, final_digest=bytes(32)))
 
 
 class DirectNoGo(SubjectStrategy):
