@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import binom
 
 from coutil.errors import InputError
 
@@ -141,6 +140,10 @@ def log_a(n: NDArray[np.int64] | int, beta: float, gamma: float) -> FloatArray:
     over one minus the ratio of consecutive terms (the terms of a binomial tail above the mean decrease at
     least geometrically with that ratio).
     """
+    # Imported here: scipy.stats takes about a second to import (no cached bytecode), which every worker process
+    # of a round would pay for a report figure it never computes (`coutil.round.report` imports this module).
+    from scipy.stats import binom
+
     ns = np.atleast_1d(np.asarray(n, dtype=np.float64))
     ng = ns * gamma
     m = np.floor(ng - _ROUNDING_CUSHION * ng)  # a_n sums j = m + 1 .. n

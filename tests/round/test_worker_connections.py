@@ -57,3 +57,14 @@ def test_a_round_with_workers_on_several_connections_each_releases_everyone(tmp_
     assert sum(bool(v["accept"]) for v in report.outcome.verdicts) == 50
     np.testing.assert_array_equal(np.sort(np.asarray(report.outcome.group_sizes)),
                                   np.sort(np.bincount(mdav(data.select(list(config.qi)).values, 3).groups)))
+
+
+def test_a_worker_process_does_not_import_scipy_stats() -> None:
+    """Every worker process imports the round's modules; scipy.stats alone took about a second of each (no cached
+    bytecode here), for a report figure only the main process computes (`coutil.sdc.dp` imports it when used)."""
+    import subprocess
+    import sys
+
+    code = "import sys, coutil.round.workers, coutil.round.mqtt; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout
