@@ -357,6 +357,8 @@ class CollectorCore:
         if signed.sender not in group.data.late_equivocators:
             group.data.late_equivocators.append(signed.sender)
             group.data.proofs.append(envelope)
+        if blame.sender not in group.data.late_blamers:
+            group.data.late_blamers.append(blame.sender)
         return True
 
     def _unstarted(self, group: GroupState, message: GroupMessage) -> bool:
@@ -559,6 +561,10 @@ class CollectorCore:
         if group.reveal_sent:
             named = dict(culprits)
             culprits += tuple((m, "blamed_equivocation") for m in group.data.late_equivocators if m not in named)
+            # A member who proved a late equivocation withholds her reveal for it: not silent (found by the
+            # attackers of late-final and swap-vote, where she was excluded `silent` beside her proof).
+            culprits = tuple((m, "suppressed") if reason == "silent" and m in group.data.late_blamers else (m, reason)
+                             for m, reason in culprits)
         if any(reason.startswith("blamed_") for _, reason in culprits):
             # What proves them, kept before the next run starts afresh (SPEC §8.5 run evidence).
             d = group.data

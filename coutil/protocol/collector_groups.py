@@ -51,6 +51,8 @@ from coutil.protocol.shuffle import (
 
 #: The messages a member publishes in her group's runs (the collector hands them to `GroupState.observe`).
 GroupMessage: TypeAlias = RunKeys | Submit | Batch | Vote | Reveal | Blame
+#: A message a blame carries, as `GroupState.blame_carried` verified it, with its exact envelope.
+CarriedMessage: TypeAlias = tuple[Submit | Batch | Vote, bytes]
 #: One subject's confidential values, as opened from a final batch.
 Record: TypeAlias = tuple[float, ...]
 
@@ -80,6 +82,13 @@ class RunData:
     #: Members shown by a blame after the reveal_open to have signed a no-go vote beside the go vote kept
     #: (`GroupState.late_equivocation`): excluded `blamed_equivocation` when the group is suppressed.
     late_equivocators: list[bytes] = field(default_factory=list)
+    #: The members whose blame showed such a late equivocation: each withholds her reveal for it, so the group
+    #: is suppressed; she is excluded `suppressed` with the others, not `silent` (she answered what she was shown).
+    late_blamers: list[bytes] = field(default_factory=list)
+    #: The last blame `GroupState.blame_carried` checked, with the members it was checked against, and what
+    #: it carries or why it was refused: one blame is checked up to three times as it is taken (observed, its
+    #: carried messages taken, the late check), and each check verifies up to g + 2 signatures.
+    carried_memo: tuple[Blame, tuple[bytes, ...], list[CarriedMessage] | RemoteProtocolError] | None = None
 
 
 def open_item(secrets: tuple[crypto.KxKey, ...], collector_kx: crypto.KxKey, aad_inner: bytes, aad_record: bytes,
@@ -227,7 +236,7 @@ class GroupState:
             if not isinstance(message, Reveal):  # an inner secret is for the collector only
                 d.relay.append((envelope, target))
 
-    def blame_carried(self, blame: Blame) -> list[tuple[Submit | Batch | Vote, bytes]]:
+    def blame_carried(self, blame: Blame) -> list[CarriedMessage]:
         """The signed messages ``blame`` carries, verified (SPEC §8.4): what its author took (her input: the batch of
         step - 1, or as mixer 1 the members' submissions she mixed; the final batch), then the no-go vote she
         answers. REJECT ``unjustified_blame`` unless the vote is a no-go vote of the blame's run by one of its
@@ -240,7 +249,21 @@ class GroupState:
         attacker: re-execution named the honest mixer 1) is that member's equivocation. In place of the no-go vote:
         nothing, with two final batches of the final mixer, or her go vote naming another final batch than one of
         hers carried (SPEC §8.4)."""
-        carried: list[tuple[Submit | Batch | Vote, bytes]] = []
+        memo = self.data.carried_memo
+        if memo is not None and memo[0] == blame and memo[1] == self.members:
+            if isinstance(memo[2], RemoteProtocolError):
+                raise RemoteProtocolError(memo[2].reason, memo[2].detail)
+            return list(memo[2])
+        try:
+            carried = self._blame_carried(blame)
+        except RemoteProtocolError as exc:
+            self.data.carried_memo = (blame, self.members, exc)
+            raise
+        self.data.carried_memo = (blame, self.members, carried)
+        return list(carried)
+
+    def _blame_carried(self, blame: Blame) -> list[CarriedMessage]:
+        carried: list[CarriedMessage] = []
         mine, g = self._step_of(blame.sender), len(self.members)
         if len(blame.taken) > g + 2:  # mixer 1: g submissions and the final batch (two, below); any other: three
             raise RemoteProtocolError("unjustified_blame", "blame carries more messages than a member takes")

@@ -263,6 +263,9 @@ def test_a_no_go_shown_to_one_member_after_the_reveal_open_convicts_its_voter(
     transcript = json.loads((out / "transcript.json").read_text())
     blamed = {sid: r for sid, r in transcript["exclusions"].items() if r.startswith("blamed_")}
     assert list(blamed.values()) == ["blamed_equivocation"], transcript["exclusions"]
+    # The fellow who blamed withholds her reveal for it: `suppressed` with the others, not `silent` (was).
+    others = {r for r in transcript["exclusions"].values() if not r.startswith("blamed_")}
+    assert others == {"suppressed"}, transcript["exclusions"]
     code, result, check = _verify(out, capsys)
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
 
@@ -305,8 +308,9 @@ def test_a_second_final_batch_shown_just_before_the_reveal_open_convicts_the_fin
         seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Found by an attacker on the fix above: the broker holds the second final batch and shows it to one fellow just
     before the reveal_open, so that her blame (two final batches) reaches the collector after it. The collector
-    names the final mixer `blamed_equivocation` in the suppression's statement (`late_equivocation`), the blamer,
-    who withholds her reveal, is excluded `silent`, never `blamed_unsolicited`, the others `suppressed`. The mixer,
+    names the final mixer `blamed_equivocation` in the suppression's statement (`late_equivocation`); the blamer,
+    who withholds her reveal for it, is excluded `suppressed` with the others (was `silent`), never
+    `blamed_unsolicited`. The mixer,
     who had revealed, complains `excluded_after_reveal`: that failed the honest collector in verify (exit 3); a
     closing statement's proven blame now explains it."""
     plan = TWO_FINALS.replace('"split-final"', '"late-final"')
@@ -316,7 +320,7 @@ def test_a_second_final_batch_shown_just_before_the_reveal_open_convicts_the_fin
     exclusions = json.loads((out / "transcript.json").read_text())["exclusions"]
     assert exclusions[subject["node"]] == "blamed_equivocation", exclusions
     others = [reason for sid, reason in exclusions.items() if sid != subject["node"]]
-    assert sorted(set(others)) == ["silent", "suppressed"] and others.count("silent") == 1, exclusions
+    assert set(others) == {"suppressed"}, exclusions
     assert report["completed"] and report["released_rows"] == 36 - len(exclusions)
     code, result, check = _verify(out, capsys)
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
@@ -474,3 +478,40 @@ def test_a_blame_carrying_submissions_it_did_not_mix_is_unsolicited() -> None:
                           (mixer_1, (*first.taken, *second.taken))):  # more than g + 2
         proven = forged(author, taken)
         assert proven.get(author) == {"blamed_unsolicited"}, proven
+
+
+def test_a_blame_carried_messages_are_verified_once_however_often_it_is_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blame is checked up to three times as the collector takes it (observed, its carried messages taken, the
+    late check) and twice by the replay, each check verifying up to g + 2 signatures: at k = 400 a re-sent blame of
+    mixer 1 cost the collector about 120 ms (found by a reviewer). The last check is kept with the members it was
+    made against, so the replay verifies each carried message once; a refused blame is refused again, unverified."""
+    from coutil.protocol import collector_groups
+
+    _, start, messages, announce_digest, root = _false_complaint_evidence()
+    blames = [m for m, _ in messages if isinstance(m, Blame)]
+    carried = sum(len(b.taken) + bool(b.no_go_vote) for b in blames)
+    decoded: list[bytes] = []
+    real = codec.decode
+
+    def counting(envelope: bytes, *args: Any, **kwargs: Any) -> codec.Decoded:
+        decoded.append(envelope)
+        return real(envelope, *args, **kwargs)
+
+    monkeypatch.setattr(collector_groups.codec, "decode", counting)
+    honest = proven_exclusions(start, messages, announce_digest, root, {})
+    assert len(honest) == 1 and carried > 0
+    assert len(decoded) == carried, (len(decoded), carried)
+    # Refused (a carried vote of another run): the memo answers the second check with the same refusal.
+    group = collector_groups.GroupState(start.group, start.members, (), start.deadline)
+    group.new_run(start.round_id, announce_digest, start.sender, start.excluded, start.deadline)
+    blame = next(b for b in blames if b.no_go_vote)
+    bad = dataclasses.replace(blame, no_go_vote=blame.taken[0] if blame.taken else b"x")
+    refusals = []
+    for _ in range(2):
+        with pytest.raises(collector_groups.RemoteProtocolError) as info:
+            group.blame_carried(bad)
+        refusals.append(info.value.reason)
+    assert refusals == ["unjustified_blame"] * 2
+    decoded.clear()
+    assert group.blame_carried(blame) == group.blame_carried(blame) and len(decoded) == len(blame.taken) + 1
