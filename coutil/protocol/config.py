@@ -21,6 +21,8 @@ from typing import Any
 
 from coutil.errors import InputError
 from coutil.fileio import read_toml
+from coutil.protocol.codec import MAX_MESSAGE_BYTES
+from coutil.protocol.shuffle import largest_group, largest_run_message
 from coutil.sdc.generalization import Scheme, parse_scheme, scheme_text
 
 #: Hard caps that keep a single round within what one collector can hold.
@@ -63,7 +65,7 @@ class RoundConfig:
     #: Significance level of that plausibility test.
     alpha: float = 0.05
     #: Largest accepted encoded message (the release is the largest).
-    max_message_bytes: int = 64 * 2**20
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     #: Close registration as soon as this many subjects registered (0: wait for the whole window).
     expected_subjects: int = 0
     #: How groups are formed: "mdav" (microaggregation, the default) or "safepub" (the classes of the
@@ -115,6 +117,23 @@ class RoundConfig:
         if not isinstance(self.max_message_bytes, int) or not 2**16 <= self.max_message_bytes <= 2**30:
             raise InputError("round config: max_message_bytes must be in [65536, 2^30]")
         self._check_grouping()
+        self._check_message_room()
+
+    def _check_message_room(self) -> None:
+        """An MDAV group has up to 2k - 1 members, and its shuffle's largest message grows with the square of that
+        (`largest_run_message`): a k whose groups' blames exceed the limit, the collector's or the one every subject
+        applies (SPEC §7.1), would have honest blames refused `oversized`. (A SafePub class has no such bound.)"""
+        if self.grouping != "mdav":
+            return
+        limit = min(self.max_message_bytes, MAX_MESSAGE_BYTES)
+        members = 2 * self.k - 1
+        needed = largest_run_message(members, len(self.confidential))
+        if needed > limit:
+            most = (largest_group(len(self.confidential), limit) + 1) // 2
+            whose = "max_message_bytes" if limit == self.max_message_bytes else "the limit every subject applies"
+            raise InputError(f"round config: k = {self.k} lets an MDAV group reach {members} members, whose shuffle "
+                             f"messages reach {needed:,} bytes, above {whose} ({limit:,} bytes): k must be at most "
+                             f"{most} (SPEC §7.1)")
 
     def _check_grouping(self) -> None:
         if self.grouping not in GROUPINGS:

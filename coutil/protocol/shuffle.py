@@ -201,3 +201,41 @@ def _uncommitted(members: Sequence[bytes], final: Sequence[bytes], commitments: 
     # Every item claimed once, but the batch holds duplicates: impossible once each member claims a
     # distinct item (g members, g items), so nothing more to check.
     return sorted(bad)
+
+
+#: Bytes of one signed message beyond its variable parts, with room (SPEC §7.1: tag, round id, sender,
+#: group, run, step and digests, the signature, msgpack framing; measured: a vote 267, a blame 229).
+_MESSAGE_FRAME = 320
+#: msgpack's largest header of one bin entry (bin 32) or of one uint (uint 64).
+_BIN_HEADER = 5
+_UINT = 9
+
+
+def onion_bytes(members: int, width: int, peeled: int = 0) -> int:
+    """Length of an item of a run of ``members`` members with ``peeled`` layers removed (SPEC §8.2): the record
+    (8 bytes per value) sealed to the collector, then to every member's inner key, then one layer per mixer."""
+    inner = 8 * width + 2 * crypto.SEAL_OVERHEAD
+    return inner + (members - peeled) * crypto.SEAL_OVERHEAD
+
+
+def largest_run_message(members: int, width: int) -> int:
+    """An upper bound of the bytes of the largest message a run of ``members`` members produces honestly: mixer 1's
+    blame (SPEC §8.4), which carries every member's submission (a whole onion each), two final batches and a vote.
+    Every other message is smaller: a batch holds ``members`` items of at most one layer fewer than a submission,
+    another mixer's blame one batch, two final ones and a vote. It grows with the square of ``members``."""
+    submission = _MESSAGE_FRAME + onion_bytes(members, width)
+    final_batch = _MESSAGE_FRAME + members * (_BIN_HEADER + onion_bytes(members, width, members))
+    carried = members * (_BIN_HEADER + submission) + 2 * (_BIN_HEADER + final_batch) + _BIN_HEADER + _MESSAGE_FRAME
+    return _MESSAGE_FRAME + members * _UINT + carried
+
+
+def largest_group(width: int, max_message_bytes: int) -> int:
+    """The most members a run can have for every message of it to fit in ``max_message_bytes`` (`largest_run_message`;
+    0 when not even one member's does)."""
+    low, high = 0, 1
+    while largest_run_message(high, width) <= max_message_bytes:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if largest_run_message(middle, width) <= max_message_bytes else (low, middle)
+    return low

@@ -5,6 +5,8 @@ the close of registration and crashed the collector service, again after every r
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -225,3 +227,53 @@ def test_the_largest_honest_messages_fit_the_entry_budgets() -> None:
         codec.decode(data, codec.Limits(max_payload_entries=entries - 1))
     assert refused.value.reason == "oversized"
     assert codec.decode(data, codec.Limits(max_payload_entries=entries)).message == assign
+
+
+def test_the_run_message_bound_holds_for_every_message_of_a_round_where_every_member_blames() -> None:
+    """`largest_run_message` bounds what a run produces: each onion is exactly `onion_bytes` long (its quadratic
+    term), every envelope of a run in which every member blames (a false complaint) fits under the bound of its
+    group, and mixer 1's blame, the largest, is more than half of it (a bound loose enough to refuse honest ks
+    would fail here)."""
+    from coutil.protocol.messages import Batch, Blame, ShuffleStart, Submit
+    from coutil.protocol.shuffle import largest_run_message, onion_bytes
+    from tests.adversary.common import CONFIG as PLAYED
+    from tests.adversary.common import play
+
+    width = len(PLAYED.confidential)
+    for seed in (3, 8):
+        collector = play({"subjects": [{"strategy": "false-complaint", "rows": [4]}]}, seed=seed).round.collector
+        [envelopes] = collector.run_evidence().values()
+        messages = [(codec.decode(e).message, e) for e in envelopes]
+        start = next(m for m, _ in messages if isinstance(m, ShuffleStart))
+        g = len(start.members)
+        bound = largest_run_message(g, width)
+        assert all(len(e) <= bound for _, e in messages)
+        assert all(len(m.onion) == onion_bytes(g, width) for m, _ in messages if isinstance(m, Submit))
+        assert all(len(item) == onion_bytes(g, width, m.step) for m, _ in messages if isinstance(m, Batch)
+                   for item in m.items)
+        largest = max(len(e) for m, e in messages if isinstance(m, Blame))
+        assert bound / 2 < largest <= bound, (largest, bound)
+
+
+def test_a_k_whose_groups_shuffle_messages_exceed_the_limit_is_an_input_error() -> None:
+    """An MDAV group has up to 2k - 1 members and its blames grow with the square of that: at the 64 MiB every
+    subject accepts, k = 700 would have honest blames refused `oversized` mid-round; the config names the largest
+    k that fits, which is accepted, and a smaller `max_message_bytes` lowers it."""
+    from coutil.protocol.shuffle import largest_group, largest_run_message
+
+    def config(k: int, **extra: Any) -> RoundConfig:
+        return RoundConfig(qi=("age", "height"), confidential=("income", "savings"), k=k, **extra)
+
+    with pytest.raises(InputError, match=r"k = 700 lets an MDAV group reach 1399 members.* at most (\d+)") as refused:
+        config(700)
+    most = int(refused.value.args[0].rsplit("at most ", 1)[1].split()[0])
+    assert largest_run_message(2 * most - 1, 2) <= codec.MAX_MESSAGE_BYTES < largest_run_message(2 * most + 1, 2)
+    assert config(most).k == most
+    with pytest.raises(InputError, match="above the limit every subject applies"):
+        config(most + 1, max_message_bytes=2**30)
+    small = (largest_group(2, 2**16) + 1) // 2
+    assert config(small, max_message_bytes=2**16).k == small
+    with pytest.raises(InputError, match="above max_message_bytes"):
+        config(small + 1, max_message_bytes=2**16)
+    bins = {"age": [0, 50, 120], "height": [0, 170, 250]}
+    assert config(small + 1, grouping="safepub", safepub_bins=bins, max_message_bytes=2**16).k == small + 1
