@@ -48,6 +48,7 @@ from coutil.protocol.messages import Assign, Blame, Message, Reveal, RunKeys, Ve
 from coutil.protocol.node import SERIAL_POOL, Outgoing, Pending, RandomSource, Rejection, RejectionLog, WorkPool
 from coutil.protocol.retry import Resender
 from coutil.protocol.schedule import TimerHeap
+from coutil.protocol.shuffle import largest_run_members
 from coutil.protocol.states import CollectorState
 
 __all__ = ["OUTAGE_LIMIT", "CollectorCore", "Registration"]
@@ -95,6 +96,9 @@ class CollectorCore:
         self._rng = rng
         self.round_id = round_id
         self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.max_message_bytes)
+        #: The most members a merged run may have: its blames must fit what the collector (its announced
+        #: max_message_bytes) and every subject accept (SPEC §4; the config bounds MDAV's own groups).
+        self._max_members = largest_run_members(config.confidential, config.max_message_bytes)
         #: Shared with the subjects hosted in the same process, if any (see `codec.DecodeCache`).
         self._decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache(capacity=1024)
         self._kx = crypto.KxKey.generate(rng)
@@ -215,8 +219,9 @@ class CollectorCore:
         return np.asarray(self._qi_matrix[list(group.indices)].mean(axis=0), dtype=np.float64)
 
     def _merge_target(self, group: GroupState) -> GroupState | None:
-        """Where the members of ``group``, fallen below k, go (SPEC §4): the nearest group still sealed."""
-        return merge_target(group, self._groups.values(), self._centroid_of)
+        """Where the members of ``group``, fallen below k, go (SPEC §4): the nearest group still sealed whose
+        merged run's messages fit (none: its members are excluded `below_k_no_partner`)."""
+        return merge_target(group, self._groups.values(), self._centroid_of, self._max_members)
 
     def _assign_message(self, key: bytes, key_index: int) -> Assign:
         assert self._tree is not None

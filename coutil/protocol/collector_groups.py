@@ -257,7 +257,8 @@ class GroupState:
         try:
             carried = self._blame_carried(blame)
         except RemoteProtocolError as exc:
-            self.data.carried_memo = (blame, self.members, exc)
+            # Kept without its traceback (whose frames would be kept alive with it).
+            self.data.carried_memo = (blame, self.members, RemoteProtocolError(exc.reason, exc.detail))
             raise
         self.data.carried_memo = (blame, self.members, carried)
         return list(carried)
@@ -614,13 +615,17 @@ def still_sealed(group: GroupState, groups: Iterable[GroupState]) -> list[GroupS
 
 
 def merge_target(
-    group: GroupState, groups: Iterable[GroupState], centroid_of: Callable[[GroupState], np.ndarray]
+    group: GroupState, groups: Iterable[GroupState], centroid_of: Callable[[GroupState], np.ndarray],
+    max_members: int,
 ) -> GroupState | None:
-    """The nearest other group (by QI centroid) whose records are still sealed."""
+    """The nearest other group (by QI centroid) whose records are still sealed and which, with the members of
+    ``group``, has at most ``max_members``: the most whose run's messages fit (`largest_group`)."""
     here = centroid_of(group)
     best: GroupState | None = None
     best_distance = float("inf")
     for other in still_sealed(group, groups):
+        if len(other.members) + len(group.members) > max_members:
+            continue
         distance = float(np.sum((centroid_of(other) - here) ** 2))
         if distance < best_distance or (distance == best_distance and best is not None and other.label < best.label):
             best, best_distance = other, distance

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import crypto
+from coutil.protocol.codec import MAX_MESSAGE_BYTES
 
 
 def collector_aad(round_id: bytes) -> bytes:
@@ -239,3 +240,14 @@ def largest_group(width: int, max_message_bytes: int) -> int:
         middle = (low + high) // 2
         low, high = (middle, high) if largest_run_message(middle, width) <= max_message_bytes else (low, middle)
     return low
+
+
+def run_message_limit(max_message_bytes: int) -> int:
+    """What every message of a run must fit: the collector's ``max_message_bytes`` (announced in its manifest) and
+    the `MAX_MESSAGE_BYTES` every subject applies (SPEC §7.1)."""
+    return min(max_message_bytes, MAX_MESSAGE_BYTES)
+
+
+def largest_run_members(confidential: Sequence[str], max_message_bytes: int) -> int:
+    """The most members a run of a round may have (SPEC §4: MDAV's groups, by the config's check, and merges)."""
+    return largest_group(len(confidential), run_message_limit(max_message_bytes))

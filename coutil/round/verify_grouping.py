@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coutil.errors import InputError
-from coutil.protocol.messages import Assign, ShuffleStart
+from coutil.protocol.codec import MAX_MESSAGE_BYTES
+from coutil.protocol.messages import Assign, RoundParams, ShuffleStart
+from coutil.protocol.shuffle import largest_run_members
 from coutil.protocol.topics import sid_of
 from coutil.round.verify_roster import Check, VerifiedRound, need
 from coutil.sdc.generalization import classes_of, parse_scheme
@@ -47,6 +49,8 @@ class _Grouping:
     maybe: Mapping[int, set[bytes]]
     #: The signed runs of each group, in run order.
     runs_of: dict[int, list[ShuffleStart]]
+    #: The most members a run may have (`largest_run_members`, from the announce's manifest).
+    max_members: int
     untouched: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -85,10 +89,11 @@ def _untouched(g: _Grouping, k: int, r: VerifiedRound) -> list[int]:
 
 
 def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[bytes], target_before: set[bytes],
-             candidates: Sequence[tuple[int, list[np.ndarray]]]) -> None:
-    """No group in ``candidates`` (label, its possible centroids at the merge: groups certainly sealed then) is
-    nearer to the movers' mean than the target (its centroid while it had ``target_before``), nor as near with a
-    lower number, whichever of its possible centroids it had."""
+             candidates: Sequence[tuple[int, list[tuple[np.ndarray, int]]]]) -> None:
+    """No group in ``candidates`` (label, its possible centroids and sizes at the merge: groups certainly sealed
+    then) is nearer to the movers' mean than the target (its centroid while it had ``target_before``), nor as near
+    with a lower number, whichever of its possible centroids it had, unless it was too large to take the movers
+    (`largest_run_members`; neither may the target be)."""
     if not target_before:
         check.fail(f"group {source}'s members moved to group {target}, which had no members left")
         return
@@ -97,24 +102,31 @@ def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[b
         check.fail(f"group {source}'s merge into group {target} names {', '.join(sid_of(key) for key in unknown)}, "
                    "not on the roster")
         return
+    if len(movers) + len(target_before) > g.max_members:
+        check.fail(f"group {source}'s {len(movers)} members merged into group {target} of {len(target_before)}: "
+                   f"above the {g.max_members} members whose run's messages fit the announced limits")
+        return
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
-    for other, centres in candidates:
+    for other, possible in candidates:
         if other in (source, target):
             continue
+        # A group the movers would have made too large was no candidate (SPEC §4); a size it may have had counts.
+        centres = [centre for centre, size in possible if size + len(movers) <= g.max_members]
         ds = [float(np.sum((centre - here) ** 2)) for centre in centres]
-        if all(d < distance or (d == distance and other < target) for d in ds):
+        if ds and len(ds) == len(possible) and all(d < distance or (d == distance and other < target) for d in ds):
             check.fail(f"group {source}'s remaining members merged into group {target} (squared distance "
                        f"{distance:.6g}), group {other}, still sealed, is nearer ({max(ds):.6g}): "
                        "not the nearest group")
             return
 
 
-def _untouched_centres(g: _Grouping) -> list[tuple[int, list[np.ndarray]]]:
-    return [(label, [np.asarray(g.centres[label], dtype=np.float64)]) for label in g.untouched]
+def _untouched_centres(g: _Grouping) -> list[tuple[int, list[tuple[np.ndarray, int]]]]:
+    return [(label, [(np.asarray(g.centres[label], dtype=np.float64), len(g.expected[label]))])
+            for label in g.untouched]
 
 
-def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list[np.ndarray]]]:
+def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list[tuple[np.ndarray, int]]]]:
     """The groups certainly sealed when a merge was issued at ``t``, with their possible centroids then (found by
     an attacker: comparing only the groups untouched for the whole round let a collector merge a victim past
     nearer groups that lost a member after the merge, into a group of its colluders): every group whose latest
@@ -131,7 +143,7 @@ def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list
         if not before or not before[-1].members or (at and not at[-1].members) \
                 or any(key not in g.index for s in (before[-1], *at[-1:]) for key in s.members):
             continue  # (a key not on the roster is a failure of its own: `_nearest`, exclusion_evidence)
-        out[label] = [g.centroid(label, set(s.members)) for s in (before[-1], *at[-1:])]
+        out[label] = [(g.centroid(label, set(s.members)), len(s.members)) for s in (before[-1], *at[-1:])]
     return sorted(out.items())
 
 
@@ -218,6 +230,14 @@ def _check_merge_source(g: _Grouping, r: VerifiedRound, check: Check, label: int
     return ok
 
 
+def _max_members(params: RoundParams) -> int:
+    """`largest_run_members` under the announced limit (its manifest's ``max_message_bytes``; the subjects' limit
+    when it states none or nothing readable: a smaller limit never admits more members)."""
+    stated = dict(params.manifest).get("max_message_bytes", "")
+    limit = int(stated) if stated.isascii() and stated.isdigit() and len(stated) <= 18 else MAX_MESSAGE_BYTES
+    return largest_run_members(params.confidential_names, limit)
+
+
 def check_grouping(r: VerifiedRound, check: Check) -> None:
     """The groups recomputed on the registrations (MDAV, or the announced SafePub bins' classes), merges
     explained. A group whose members' assigns name other groups is a merge, valid only if:
@@ -285,7 +305,7 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
     for (label, _run), s in sorted(r.runs().items()):
         runs_of[label].append(s)
     sure, maybe = r.record_holders()
-    g = _Grouping(keys, matrix, expected, centres, sure, assigned, maybe, runs_of)
+    g = _Grouping(keys, matrix, expected, centres, sure, assigned, maybe, runs_of, _max_members(params))
     g.untouched = _untouched(g, params.k, r)
     merged: list[int] = []
     for label, members in sorted(expected.items()):
