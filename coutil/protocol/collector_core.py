@@ -352,8 +352,8 @@ class CollectorCore:
         """A blame after the run's reveal_open carrying a no-go vote of a member whose go vote the collector keeps,
         or another final batch of the final mixer (`GroupState.late_equivocation`). No run follows a reveal_open:
         the blamer withholds her reveal and the group is suppressed at its deadline (liveness, as a broker dropping
-        her reveal); the signer is then excluded `blamed_equivocation`, this blame her proof, and the blamer is not
-        excluded for it."""
+        her reveal); the signer is then excluded `blamed_equivocation`, this blame her proof, and the blamer (unless
+        she is the signer) is not excluded for it."""
         signed = group.late_equivocation(blame)
         if signed is None:
             return False
@@ -564,10 +564,16 @@ class CollectorCore:
 
     def _exclude(self, group: GroupState, culprits: tuple[tuple[bytes, str], ...], now: float) -> list[Outgoing]:
         if group.reveal_sent:
+            late = group.data.late_equivocators
+            # A late equivocator is `blamed_equivocation` even when she also withholds her reveal (`silent`): her
+            # signatures prove it (found by a reviewer: a member blaming with a no-go vote of her own beside her
+            # kept go vote was both the equivocator and a late blamer, and left `suppressed` like her victims).
+            culprits = tuple((m, "blamed_equivocation") if m in late and not reason.startswith("blamed_")
+                             else (m, reason) for m, reason in culprits)
             named = dict(culprits)
-            culprits += tuple((m, "blamed_equivocation") for m in group.data.late_equivocators if m not in named)
-            # A member who proved a late equivocation withholds her reveal for it: not silent (found by the
-            # attackers of late-final and swap-vote, where she was excluded `silent` beside her proof).
+            culprits += tuple((m, "blamed_equivocation") for m in late if m not in named)
+            # A member who proved a fellow's late equivocation withholds her reveal for it: not silent (found by
+            # the attackers of late-final and swap-vote, where she was excluded `silent` beside her proof).
             culprits = tuple((m, "suppressed") if reason == "silent" and m in group.data.late_blamers else (m, reason)
                              for m, reason in culprits)
         if any(reason.startswith("blamed_") for _, reason in culprits):
