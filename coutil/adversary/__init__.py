@@ -43,6 +43,7 @@ SUBJECT_STRATEGIES: dict[str, str] = {
     "resubmit": "coutil.adversary.subjects:Resubmit",
     "two-finals": "coutil.adversary.subjects:TwoFinals",
     "wrong-digest": "coutil.adversary.subjects:WrongDigest",
+    "late-no-go": "coutil.adversary.subjects:LateNoGo",
 }
 
 #: Collector strategies: name -> "module:class".

@@ -21,6 +21,8 @@
 | ``direct-no-go`` | votes go to the group, no-go (and blames) to one fellow member alone | `_advance` |
 | ``keys-ahead`` | publishes, retained, run_keys for a run not started yet (``target``) | `_on_shuffle_start` |
 | ``bad-key`` | publishes a run key of small order (``which``: inner or outer): no key agreement with it | `_emit` |
+| ``early-no-go`` | votes no-go (and blames) once she holds the run keys, before any batch | `_advance` |
+| ``late-no-go`` | votes go; at the reveal_open blames with a no-go of her own, never revealing | `_on_reveal_open` |
 
 ``deviated`` says whether the deviation took place (a mixer who was never asked to mix did not
 tamper). Nothing here is a protocol change: the honest code runs around every hook.
@@ -33,7 +35,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from coutil.protocol import crypto, topics
-from coutil.protocol.messages import Announce, Batch, Blame, Message, RunKeys, ShuffleStart, Submit, Vote
+from coutil.protocol.messages import Announce, Batch, Blame, Message, RevealOpen, RunKeys, ShuffleStart, Submit, Vote
 from coutil.protocol.node import Outgoing
 from coutil.protocol.shuffle import NO_BATCH, batch_digest, inner_commitment, members_digest, outer_aad
 from coutil.protocol.states import SubjectState
@@ -42,8 +44,8 @@ from coutil.protocol.subject_core import SubjectRun
 
 __all__ = [
     "BadKey", "Copycat", "DirectNoGo", "EarlyNoGo", "Equivocate", "FalseComplaint", "FreeRider", "GarbageInner",
-    "HideSubmit", "KeySplit", "KeysAhead", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI", "Resubmit",
-    "Silent", "SubjectStrategy", "Tamper", "TwoFinals", "UnsolicitedBlame", "Withhold", "WrongDigest",
+    "HideSubmit", "KeySplit", "KeysAhead", "LateNoGo", "LeaveAfterGrouping", "MisreportConfidential", "MisreportQI",
+    "Resubmit", "Silent", "SubjectStrategy", "Tamper", "TwoFinals", "UnsolicitedBlame", "Withhold", "WrongDigest",
 ]
 
 
@@ -594,3 +596,21 @@ class EarlyNoGo(SubjectStrategy):
                 or not self._deviate(run.number):
             return out
         return [*out, *self._halt(run, now)]  # as a mixer halts on an item she cannot peel
+
+
+class LateNoGo(SubjectStrategy):
+    """Votes go; once the reveal_open comes, signs a no-go vote of her own (published nowhere) and blames with it,
+    never revealing: her group is suppressed. Her blame shows her own two votes of one run (found by a reviewer:
+    relabelled as a late blamer, she was excluded `suppressed` like the honest members she suppressed)."""
+
+    NAME = "late-no-go"
+
+    def _on_reveal_open(self, message: RevealOpen, digest: bytes, now: float) -> list[Outgoing]:
+        run = self._run
+        if run is None or run.number != message.run or not run.my_vote or run.revealed or run.blamed \
+                or run.final_digest is None or self._round_id is None or not self._deviate(run.number):
+            return super()._on_reveal_open(message, digest, now)
+        no_go = self._emit(topics.subject_group(self._round_id, self.public_key),
+                           self._vote(run, False, run.final_digest))
+        run.no_go_vote = no_go.payload  # carried by her blame, published nowhere else
+        return self._start_blame(run, now)

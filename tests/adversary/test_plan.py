@@ -29,7 +29,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         # A second submission re-sent with her blame, her first hidden from the collector (mixer 1 was named).
         "resubmit",
         # Two final batches split by a broker, a go vote on a final batch nobody signed (the round stalled).
-        "two-finals", "wrong-digest"}
+        "two-finals", "wrong-digest",
+        # Her own no-go shown with her blame after the reveal_open (she was excluded like the members she suppressed).
+        "late-no-go"}
     assert set(COLLECTOR_STRATEGIES) == {
         "rerun-subtract", "split-view-roster", "split-view-release", "drop-subject", "isolate-victim",
         "fabricate-members", "publish-below-k", "erase-complaints", "split-assign", "split-announce", "split-roster",

@@ -27,8 +27,8 @@ from coutil.protocol.topics import sid_of
 from tests.adversary.common import Played, play
 
 #: Subject deviations of the library that an honest collector excludes with a blame.
-BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "resubmit", "tamper",
-          "unsolicited-blame", "withhold")
+BLAMED = ("bad-key", "copycat", "early-no-go", "equivocate", "false-complaint", "keys-ahead", "late-no-go", "resubmit",
+          "tamper", "unsolicited-blame", "withhold")
 
 
 def _simulate(tmp_path: Path, name: str, seed: int, adversary: str, rows: int = 36) -> Path:
