@@ -1,11 +1,11 @@
 """The ``adversary`` section of a round's report: for every deviating node, its strategy, whether it
 was detected, by whom, whether it was excluded, and the leak.
 
-*Detected by*: the collector (it excluded the deviator, or found items it could not open in her
-group); honest subjects who noticed a fault (a no-go vote, an unpeelable item, a rejected message
-naming her, a split view, a refused run, a complaint in their signed verdict); ``auditor`` for what
-only someone holding the verdicts and the roster sees (a verdict bound to another release or roster,
-a grouping that is not MDAV's on the roster).
+*Detected by*: the collector (it excluded the deviator for a fault of hers, `silent` or `blamed_*`, not merely
+with her group: `COLLATERAL_EXCLUSIONS`; or found items it could not open in her group); honest subjects who
+noticed a fault (a no-go vote, an unpeelable item, a rejected message naming her, a split view, a refused run, a
+complaint in their signed verdict); ``auditor`` for what only someone holding the verdicts and the roster sees (a
+verdict bound to another release or roster, a grouping that is not MDAV's on the roster).
 
 *Leak*, from the simulation's ground truth (the subjects' true records): the honest subjects whose
 exact confidential record the deviating party attributes to them. A collector strategy records
@@ -211,6 +211,12 @@ def _released_groups(collector: CollectorNode) -> dict[int, tuple[np.ndarray, li
     return out
 
 
+#: Exclusions that name no fault of the member (SPEC §7.3): her group merged, left below k with no partner, or
+#: suppressed, or her SafePub class below k. They detect nothing of hers (found by a reviewer: a member who
+#: suppressed her group at will was reported detected by the collector, `excluded:suppressed`, like its victims).
+COLLATERAL_EXCLUSIONS = frozenset({"merged", "below_k_no_partner", "suppressed", "suppressed_class"})
+
+
 def _subject_entry(row: int, sid: str, name: str, node: SubjectNode | None, events: Sequence[tuple[str, Event]],
                    excluded: dict[str, str], group_of_sid: dict[str, int], deviant_sids: set[str],
                    subjects: Sequence[SubjectNode] | None,
@@ -220,8 +226,9 @@ def _subject_entry(row: int, sid: str, name: str, node: SubjectNode | None, even
     by: set[str] = set()
     evidence: Counter[str] = Counter()
     if sid in excluded:
-        by.add("collector")
         evidence[f"excluded:{excluded[sid]}"] += 1
+        if excluded[sid] not in COLLATERAL_EXCLUSIONS:
+            by.add("collector")
     for node_id, event in events:
         if isinstance(event, GroupOpened) and event.undecryptable and event.group == group:
             by.add("collector")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from coutil.cli import main
 from tests.verify.test_verify_blames import _simulate, _verify
 
 
@@ -31,3 +32,24 @@ def test_a_member_blaming_with_her_own_late_no_go_is_convicted(
     assert report["adversary"]["honest_excluded"] == {"suppressed": len(exclusions) - 1}, report["adversary"]
     code, result, check = _verify(out, capsys)
     assert code == 0 and check["status"] == "pass", (result["first_problem"], check)
+
+
+def test_a_member_suppressed_with_her_group_is_not_reported_detected(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The report's `adversary` section counted any exclusion of a deviator as the collector's detection, so a member
+    excluded only with her group (`suppressed`) was reported detected like one it convicted (found by a reviewer).
+    One member silent at the reveal, every other one misreporting her confidential values (which nobody can tell):
+    the silent one is detected, her group-mates, `suppressed`, are not, nor is anyone else."""
+    others = [row for row in range(36) if row != 4]
+    config, out = tmp_path / "silent-reveal.toml", tmp_path / "silent-reveal"
+    config.write_text('[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n'
+                      '[[adversary.subjects]]\nstrategy = "silent"\nphase = "reveal"\nrows = [4]\n'
+                      f'[[adversary.subjects]]\nstrategy = "misreport-confidential"\nrows = {others}\n')
+    # Exit 5: the suppressed members complain (`not_included`).
+    assert main(["simulate", "--config", str(config), "--seed", "3", "--out", str(out), "--json"]) == 5
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    entries = [e for e in report["adversary"]["deviants"] if e["role"] == "subject"]
+    reasons = [e["exclusion_reason"] for e in entries]
+    assert reasons.count("silent") == 1 and reasons.count("suppressed") >= 2, reasons
+    for entry in entries:
+        assert entry["detected"] == (entry["exclusion_reason"] == "silent"), entry
