@@ -134,21 +134,21 @@ def write_transcript(path: Path, transcript: Transcript) -> None:
         raise InputError(f"{path}: cannot write the transcript: {exc.strerror}") from None
 
 
-def _hex(value: object, where: str) -> bytes:
+def _hex(value: object, where: str, source: str) -> bytes:
     if not isinstance(value, str):
-        raise InputError(f"transcript: {where} is not a hex string")
+        raise InputError(f"{source}: {where} is not a hex string")
     try:
         return bytes.fromhex(value)
     except ValueError:
-        raise InputError(f"transcript: {where} is not valid hex") from None
+        raise InputError(f"{source}: {where} is not valid hex") from None
 
 
-def _hex_list(doc: Mapping[str, Any], key: str, within: str = "") -> tuple[bytes, ...]:
+def _hex_list(doc: Mapping[str, Any], key: str, source: str, within: str = "") -> tuple[bytes, ...]:
     value = doc.get(key, [])
     where = f"{within}.{key}" if within else key
     if not isinstance(value, list):
-        raise InputError(f"transcript: {where} is not a list")
-    return tuple(_hex(item, f"{where}[{i}]") for i, item in enumerate(value))
+        raise InputError(f"{source}: {where} is not a list")
+    return tuple(_hex(item, f"{where}[{i}]", source) for i, item in enumerate(value))
 
 
 def transcript_from_document(doc: object, source: str = "transcript") -> Transcript:
@@ -174,18 +174,18 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
             raise InputError(f"{source}: {key} is a JSON {type(flag).__name__}, not a boolean (true or false)")
         flags[key] = flag
     return Transcript(
-        round_id=_hex(doc["round"], "round"),
+        round_id=_hex(doc["round"], "round", source),
         phase=phase if isinstance(phase, str) else str(phase),
-        collector_key=_hex(doc["collector_key"], "collector_key"),
-        announce=_hex(doc["announce"], "announce"),
-        roster=_hex(doc["roster"], "roster") if doc.get("roster") is not None else None,
-        assignments=_hex_list(doc, "assignments"),
+        collector_key=_hex(doc["collector_key"], "collector_key", source),
+        announce=_hex(doc["announce"], "announce", source),
+        roster=_hex(doc["roster"], "roster", source) if doc.get("roster") is not None else None,
+        assignments=_hex_list(doc, "assignments", source),
         exclusions=dict(exclusions),
-        release=_hex(doc["release"], "release") if doc.get("release") is not None else None,
-        verdicts=_hex_list(doc, "verdicts"),
-        registrations=_hex_list(doc, "registrations"),
+        release=_hex(doc["release"], "release", source) if doc.get("release") is not None else None,
+        verdicts=_hex_list(doc, "verdicts", source),
+        registrations=_hex_list(doc, "registrations", source),
         registrations_included=flags["registrations_included"],
-        shuffle_starts=_hex_list(doc, "shuffle_starts"),
+        shuffle_starts=_hex_list(doc, "shuffle_starts", source),
         shuffle_starts_included=flags["shuffle_starts_included"],
         run_evidence=_run_evidence(doc, source),
         run_evidence_included=flags["run_evidence_included"],
@@ -206,7 +206,7 @@ def _run_evidence(doc: Mapping[str, Any], source: str) -> dict[tuple[int, int], 
         key = (entry["group"], entry["run"])
         if key in out:
             raise InputError(f"{source}: {where} repeats group {key[0]} run {key[1]}")
-        out[key] = _hex_list(entry, "envelopes", where)
+        out[key] = _hex_list(entry, "envelopes", source, where)
     return out
 
 

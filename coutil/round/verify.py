@@ -298,7 +298,11 @@ def _unsigned_files(r: VerifiedRound, check: Check, directory: Path) -> None:
     held = []
     csv_path, manifest_path = directory / "release.csv", directory / "manifest.json"
     if csv_path.exists():
-        lines = csv_path.read_bytes().splitlines()
+        try:
+            lines = csv_path.read_bytes().splitlines()
+        except OSError as exc:  # a directory, unreadable: as `_check_release_files` reads a release.csv
+            check.fail(f"{csv_path.name}: cannot read it ({exc.strerror or exc})")
+            lines = []
         if any(line.strip() for line in lines[1:]):
             held.append(f"{csv_path.name} holds records")
     if manifest_path.exists():
@@ -622,14 +626,22 @@ def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collecto
 
 
 def _verify_published(path: Path, evidence: list[Evidence] | None) -> VerifyResult:
-    if path.is_dir():
-        file = path / TRANSCRIPT_NAME
-        if not file.exists():
+    try:
+        # is_dir and exists answer False for a missing path or a symlink loop, and raise for the rest (a name too
+        # long, a directory the user may not search): the user's path, exit 2.
+        is_dir = path.is_dir()
+        file = path / TRANSCRIPT_NAME if is_dir else path
+        exists = file.exists()
+        has_evidence = is_dir and (path / EVIDENCE_NAME).exists()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if is_dir:
+        if not exists:
             raise InputError(f"{path}: no {TRANSCRIPT_NAME} (the collector never announced a round, an older coutil "
                              "wrote it, or not a run directory)")
-        if (path / EVIDENCE_NAME).exists():
+        if has_evidence:
             evidence = [*(evidence or []), *read_evidence(path / EVIDENCE_NAME)]
         return verify_transcript(read_transcript(file), directory=path, source=str(path), evidence=evidence)
-    if not path.exists():
+    if not exists:
         raise InputError(f"{path}: no such file or directory")
     return verify_transcript(read_transcript(path), source=str(path), evidence=evidence)

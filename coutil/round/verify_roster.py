@@ -232,7 +232,17 @@ def need(r: VerifiedRound, check: Check, *, roster: bool = False, release: bool 
         check.skip("no valid announce")
         return False
     if roster and r.roster is None:
-        check.skip(f"no roster (phase {r.transcript.phase})")
+        t = r.transcript
+        later = [what for what, held in (("a release", t.release is not None), ("assigns", bool(t.assignments)),
+                                         ("shuffle_starts", bool(t.shuffle_starts)), ("verdicts", bool(t.verdicts)))
+                 if held]
+        if t.roster is None and later:
+            # The collector signs the roster before any of them (SPEC §8.5): a transcript that holds them without
+            # it withholds the roster, and with it every check of the roster and the release (k, the groups).
+            check.fail(f"no roster although the transcript holds {', '.join(later)}, which follow it: the roster "
+                       "withheld")
+        else:
+            check.skip(f"no roster (phase {t.phase})")
         return False
     if release and r.release is None:
         if r.transcript.phase in ("auditing", "done") or r.transcript.verdicts:

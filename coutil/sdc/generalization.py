@@ -33,6 +33,10 @@ def parse_scheme(value: object, qi: Sequence[str], where: str = "safepub_bins") 
             value = json.loads(value) if value.strip() else {}
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not JSON bins ({exc.msg})") from None
+        except ValueError:  # an integer of more than 4,300 digits (CVE-2020-10735)
+            raise InputError(f"{where}: not JSON bins (a number too long to read)") from None
+        except RecursionError:  # e.g. a signed announce's bins of 60,000 nested arrays (`coutil verify`)
+            raise InputError(f"{where}: not JSON bins (nested too deep)") from None
     if not isinstance(value, Mapping):
         raise InputError(f"{where}: expected a table of bin edges per QI, e.g. {{age = [0, 30, 60, 120]}}")
     missing = [name for name in qi if name not in value]
@@ -44,14 +48,26 @@ def parse_scheme(value: object, qi: Sequence[str], where: str = "safepub_bins") 
     scheme = []
     for name in qi:
         edges = value[name]
-        if not isinstance(edges, (list, tuple)) or len(edges) < 2 or not all(
-                isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e) for e in edges):
+        read = [_finite(e) for e in edges] if isinstance(edges, (list, tuple)) else []
+        floats = tuple(e for e in read if e is not None)
+        if len(floats) < 2 or len(floats) != len(read):
             raise InputError(f"{where}: {name} needs at least two finite bin edges")
-        floats = tuple(float(e) for e in edges)
         if any(b <= a for a, b in itertools.pairwise(floats)):
             raise InputError(f"{where}: the bin edges of {name} must increase")
         scheme.append((str(name), floats))
     return tuple(scheme)
+
+
+def _finite(edge: object) -> float | None:
+    """A bin edge as a finite float; None for anything else (a bool, text, NaN, an infinity, an integer beyond
+    the largest float, as JSON text can hold: `float` would raise OverflowError)."""
+    if isinstance(edge, bool) or not isinstance(edge, (int, float)):
+        return None
+    try:
+        value = float(edge)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def scheme_text(scheme: Scheme) -> str:

@@ -1,0 +1,133 @@
+"""`coutil verify` against a hostile or sloppy user's inputs (found by fuzzing the auditor): every one is a
+one-line error with its documented exit code, never a traceback (exit 1), and a transcript that withholds
+what it must hold is a failed check (exit 3), never a pass.
+
+- a signed announce whose SafePub bins are JSON nested too deep, or hold an integer beyond the largest float:
+  RecursionError / OverflowError escaped `parse_scheme` (exit 1); now the grouping check fails (exit 3);
+- an aborted round's run directory whose release.csv is a directory: IsADirectoryError (exit 1); now
+  release_files fails as for a completed round's (exit 3);
+- a transcript with its roster left out, but its assigns, shuffle_starts, release and verdicts kept: every check
+  of the roster and the release was skipped, exit 0; now the roster check fails (exit 3);
+- a PATH whose name is too long for the file system: OSError (exit 1); now exit 2;
+- a malformed hex field: the one-line message named "transcript", not the file; now the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coutil.cli import main
+from coutil.errors import InputError
+from coutil.protocol import codec
+from coutil.protocol.messages import Announce
+from coutil.sdc.generalization import parse_scheme
+from tests.verify.test_verify import Run, failed, run_round, verify
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One honest round with registrations (the grouping is recomputed), run once for the module."""
+    return run_round(tmp_path_factory.mktemp("honest"), n=22)
+
+
+def _copy(run: Run, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """The honest run directory copied, its transcript changed by ``change`` (the JSON object)."""
+    directory = tmp_path / "run"
+    shutil.copytree(run.directory, directory)
+    path = directory / "transcript.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    return directory
+
+
+def _one_line(err: str) -> bool:
+    return err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
+
+
+#: Nested deeper than Python's JSON decoder takes (RecursionError), within a signed string's 65,536 bytes.
+DEEP = "[" * 30_000 + "]" * 30_000
+
+
+@pytest.mark.parametrize("bins, words", [
+    (DEEP, "nested too deep"),
+    (json.dumps({"age": [0, 10**400], "height": [0, 1, 2]}), "age needs at least two finite bin edges"),
+    ('{"age": [0, ' + "9" * 5000 + '], "height": [0, 1]}', "a number too long to read"),
+])
+def test_a_signed_announce_with_bins_safepub_cannot_read_fails_the_grouping(
+        honest: Run, tmp_path: Path, bins: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    def safepub(doc: dict[str, Any]) -> None:
+        announce = codec.decode(bytes.fromhex(doc["announce"])).message
+        assert isinstance(announce, Announce)
+        manifest = tuple({**dict(announce.params.manifest), "method": "safepub", "safepub_bins": bins}.items())
+        params = dataclasses.replace(announce.params, method="safepub", manifest=manifest)
+        doc["announce"] = honest.collector._sign(dataclasses.replace(announce, params=params)).hex()
+
+    directory = _copy(honest, tmp_path, safepub)
+    code, result, err = verify(directory, capsys)
+    problems = failed(result)
+    assert code == 3 and "internal error" not in err, err
+    assert any("safepub cannot group the roster" in p and words in p for p in problems["grouping"]), problems
+
+
+@pytest.mark.parametrize("text", [DEEP, '{"a": [0, 1' + "0" * 400 + "]}", '{"a": [0, ' + "9" * 5000 + "]}"])
+def test_bins_python_cannot_take_are_an_input_error(text: str) -> None:
+    """The same rule for a round config's ``safepub_bins`` given as JSON text (`RoundConfig`)."""
+    with pytest.raises(InputError, match="safepub_bins: "):
+        parse_scheme(text, ["a"])
+
+
+def test_an_aborted_rounds_release_csv_that_cannot_be_read_is_a_failed_check(
+        honest: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def aborted(doc: dict[str, Any]) -> None:
+        doc.update(release=None, phase="aborted", verdicts=[])
+
+    directory = _copy(honest, tmp_path, aborted)
+    (directory / "release.csv").unlink()
+    (directory / "release.csv").mkdir()
+    code, result, err = verify(directory, capsys)
+    assert code == 3 and "internal error" not in err, err
+    assert "release.csv: cannot read it (Is a directory)" in failed(result)["release_files"]
+
+
+def test_a_transcript_withholding_its_roster_fails(honest: Run, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    directory = _copy(honest, tmp_path, lambda doc: doc.update(roster=None))
+    code, result, _ = verify(directory, capsys)
+    assert code == 3, result["summary"]
+    assert result["first_problem"].startswith("roster: no roster although the transcript holds a release, assigns")
+    # A round that ended before its roster (too few subjects) holds none of them: skipped, not failed.
+    aborted = _copy(honest, tmp_path / "early", lambda doc: doc.update(
+        roster=None, assignments=[], shuffle_starts=[], release=None, verdicts=[], phase="aborted"))
+    for name in ("release.csv", "manifest.json"):
+        (aborted / name).unlink()
+    code, result, _ = verify(aborted, capsys)
+    statuses = {c["check"]: c["status"] for c in result["checks"]}
+    assert code == 0 and statuses["roster"] == "skip", result
+
+
+def test_a_path_too_long_for_the_file_system_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / ("x" * 5000)
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) and "cannot read it" in err, err
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("round", "abc", "round is not valid hex"),
+    ("announce", 7, "announce is not a hex string"),
+    ("verdicts", ["zz"], "verdicts[0] is not valid hex"),
+])
+def test_a_malformed_hex_field_names_the_file(honest: Run, tmp_path: Path, field: str, value: object, words: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    directory = _copy(honest, tmp_path, lambda doc: doc.update({field: value}))
+    assert main(["verify", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) and f"{directory / 'transcript.json'}: {words}" in err, err
