@@ -131,7 +131,7 @@ def _open_store(db: Path) -> Any:
 
     if not db.exists():
         raise InputError(f"{db}: no such database")
-    return CollectorStore(db)
+    return CollectorStore(db, read_only=True)  # these commands only read: never a write into the operator's file
 
 
 @collector_app.command("rounds", cls=OneLineErrorsCommand)

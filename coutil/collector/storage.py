@@ -258,7 +258,10 @@ class StoredRound:
 class CollectorStore:
     """One SQLite database holding any number of rounds. Not thread-safe: one owner (the service)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        """``read_only``: for the commands that only read (export, rounds, status): the database is opened so that
+        SQLite refuses every write, and is never created nor given a schema (found by a user fuzzing the auditor:
+        `collector export` on an empty file wrote a whole schema into it)."""
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
@@ -268,9 +271,12 @@ class CollectorStore:
         try:
             # isolation_level=None: we open transactions explicitly (BEGIN IMMEDIATE), so a commit
             # happens exactly where the code says, never implicitly.
-            self._db = sqlite3.connect(self.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            if read_only:
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            else:
+                self._db = sqlite3.connect(self.path, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
             version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
             has_tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
@@ -290,6 +296,12 @@ class CollectorStore:
                              f"{SCHEMA_VERSION}{older}; it is never migrated automatically")
         #: Nesting depth of `transaction` blocks (only the outermost one commits).
         self._depth = 0
+        if read_only:
+            tables = {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables >= _TABLES:
+                self._db.close()
+                raise self._damaged("no collector tables" if not tables else "tables missing")
+            return
         try:
             self._create_schema()
         except sqlite3.Error as exc:

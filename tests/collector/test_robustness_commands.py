@@ -166,3 +166,27 @@ def test_a_second_service_on_a_database_already_served_is_refused_before_it_writ
 
     with serving_lock(db), pytest.raises(InputError, match=f"pid {os.getpid()}"), serving_lock(db):
         pass
+
+
+# ------------------------------------------------------------------ the reading commands write nothing
+
+def test_the_reading_commands_leave_the_database_as_it_was(tmp_path: Path) -> None:
+    """`collector export`, `rounds` and `status` open the database read-only (found by a user fuzzing the auditor:
+    `collector export` on an empty file wrote a whole schema into it, 90 kB): a collector database is not changed
+    by a byte, and an empty or foreign file is refused (exit 2) and stays as it was."""
+    db = _db(tmp_path)
+    before = db.read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["collector", "export", "--db", str(db), "-o", str(out / "r.csv"), "--verdicts",
+                 str(out / "v.json"), "--transcript", str(out / "t.json")]) == 0
+    assert main(["collector", "rounds", "--db", str(db)]) == 0
+    assert main(["collector", "status", "--db", str(db)]) == 0
+    assert db.read_bytes() == before
+    for content in (b"", b"SQLite format 3\x00" + bytes(84)):
+        other = tmp_path / f"other-{len(content)}.sqlite"
+        other.write_bytes(content)
+        for command in (["export", "--verdicts", str(out / "w.json")], ["rounds"], ["status"]):
+            assert main(["collector", command[0], "--db", str(other), *command[1:]]) == 2, (content, command)
+        assert other.read_bytes() == content
+        assert not (tmp_path / f"{other.name}-wal").exists()

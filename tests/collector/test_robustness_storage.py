@@ -96,18 +96,23 @@ def test_a_write_the_disk_refuses_is_exit_2_saying_every_ack_before_it_is_stored
 
 
 def test_a_command_whose_first_write_is_refused_exits_2_in_one_line(tmp_path: Path) -> None:
-    """Opening writes the schema: on a full disk that is the error, not a traceback."""
+    """`serve` opening a new database writes its schema: on a full disk that is the error, not a traceback (it fails
+    before it connects to any broker: port 1, nothing listens). The reading commands write nothing (an empty file is
+    no collector database to them)."""
     db = tmp_path / "empty.sqlite"
     db.write_bytes(b"")
 
     def no_room() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
-    proc = subprocess.run([sys.executable, "-m", "coutil", "collector", "rounds", "--db", str(db)],
-                          check=False, capture_output=True, text=True, timeout=120, preexec_fn=no_room,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 2, proc.stderr
-    assert "cannot write the collector database" in _one_line(proc.stderr)
+    for command, problem in ((["rounds"], "damaged collector database"),
+                             (["serve", "--broker", "mqtt://127.0.0.1:1", "--k", "3"],
+                              "cannot write the collector database")):
+        proc = subprocess.run([sys.executable, "-m", "coutil", "collector", *command, "--db", str(db)],
+                              check=False, capture_output=True, text=True, timeout=120, preexec_fn=no_room,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.returncode == 2, proc.stderr
+        assert problem in _one_line(proc.stderr), proc.stderr
 
 
 def test_a_refused_write_rolls_back_and_leaves_the_store_usable(tmp_path: Path) -> None:
@@ -199,7 +204,7 @@ def test_a_foreign_table_of_the_same_schema_number_is_exit_2(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     db = _foreign_schema_2(tmp_path / "s.sqlite")
     assert main(["collector", "rounds", "--db", str(db)]) == 2
-    assert "no such column" in _one_line(capsys.readouterr().err)
+    assert "damaged collector database" in _one_line(capsys.readouterr().err)  # its other tables missing
     # serve refuses it before it connects to any broker (port 1: nothing listens).
     assert main(["collector", "serve", "--broker", "mqtt://127.0.0.1:1", "--db", str(db), "--k", "3"]) == 2
     line = _one_line(capsys.readouterr().err)
