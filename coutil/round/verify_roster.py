@@ -14,6 +14,7 @@ are in `coutil.round.verify`, which imports this module (never the other way rou
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -258,7 +259,7 @@ def need(r: VerifiedRound, check: Check, *, roster: bool = False, release: bool 
 
 def check_parameters(r: VerifiedRound, check: Check) -> None:
     """The announced parameters protect someone: k at least 2 (k = 1 releases every record alone), a known
-    grouping method, QI and confidential attributes named."""
+    grouping method, QI and confidential attributes named, a positive step timeout."""
     if not need(r, check):
         return
     assert r.announce is not None
@@ -269,6 +270,10 @@ def check_parameters(r: VerifiedRound, check: Check) -> None:
         check.fail(f"the announce names the grouping method {params.method!r}, not mdav or safepub")
     if not params.qi_names or not params.confidential_names:
         check.fail("the announce names no QI attribute or no confidential attribute")
+    if not (math.isfinite(params.step_timeout) and params.step_timeout > 0):
+        # `exclusion_evidence` times a `silent` exclusion by the announced step: with none, a live member could be
+        # excluded at once (found by fuzzing the auditor: 0 and -1 passed).
+        check.fail(f"the announce sets step_timeout = {params.step_timeout!r}: no time for a member to answer")
     if r.roster is not None and params.k > r.roster.n:
         check.fail(f"k = {params.k} for a roster of {r.roster.n} subjects")
     if check.status == "pass":

@@ -131,3 +131,19 @@ def test_a_malformed_hex_field_names_the_file(honest: Run, tmp_path: Path, field
     assert main(["verify", str(directory)]) == 2
     err = capsys.readouterr().err
     assert _one_line(err) and f"{directory / 'transcript.json'}: {words}" in err, err
+
+
+@pytest.mark.parametrize("step", [0.0, -1.0])  # (a float not finite is refused `bad_field` on the wire)
+def test_a_signed_announce_without_a_positive_step_timeout_fails_the_parameters(
+        honest: Run, tmp_path: Path, step: float, capsys: pytest.CaptureFixture[str]) -> None:
+    """The auditor times a `silent` exclusion by the announced step (`exclusion_evidence`): a step of 0 or below
+    gives a live member no time to answer, and passed (found by fuzzing the auditor)."""
+    def no_step(doc: dict[str, Any]) -> None:
+        announce = codec.decode(bytes.fromhex(doc["announce"])).message
+        assert isinstance(announce, Announce)
+        params = dataclasses.replace(announce.params, step_timeout=step)
+        doc["announce"] = honest.collector._sign(dataclasses.replace(announce, params=params)).hex()
+
+    code, result, err = verify(_copy(honest, tmp_path, no_step), capsys)
+    assert code == 3 and "internal error" not in err, err
+    assert any("step_timeout" in p for p in failed(result)["parameters"]), failed(result)
