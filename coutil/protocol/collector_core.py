@@ -96,9 +96,9 @@ class CollectorCore:
         self._rng = rng
         self.round_id = round_id
         self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.max_message_bytes)
-        #: The most members a merged run may have: its blames must fit what the collector (its announced
-        #: max_message_bytes) and every subject accept (SPEC §4; the config bounds MDAV's own groups).
-        self._max_members = largest_run_members(config.confidential, config.max_message_bytes)
+        #: The most members a merged run may have: its blames must fit what every subject accepts (SPEC §4; the
+        #: config bounds MDAV's own groups by its max_message_bytes too).
+        self._max_members = largest_run_members(config.confidential)
         #: Shared with the subjects hosted in the same process, if any (see `codec.DecodeCache`).
         self._decode_cache = decode_cache if decode_cache is not None else codec.DecodeCache(capacity=1024)
         self._kx = crypto.KxKey.generate(rng)

@@ -22,7 +22,7 @@ from typing import Any
 from coutil.errors import InputError
 from coutil.fileio import read_toml
 from coutil.protocol.codec import MAX_MESSAGE_BYTES
-from coutil.protocol.shuffle import largest_run_members, largest_run_message, run_message_limit
+from coutil.protocol.shuffle import largest_group, largest_run_message, run_message_limit
 from coutil.sdc.generalization import Scheme, parse_scheme, scheme_text
 
 #: Hard caps that keep a single round within what one collector can hold.
@@ -129,7 +129,7 @@ class RoundConfig:
         members = 2 * self.k - 1
         needed = largest_run_message(members, len(self.confidential))
         if needed > limit:
-            most = (largest_run_members(self.confidential, self.max_message_bytes) + 1) // 2
+            most = (largest_group(len(self.confidential), limit) + 1) // 2
             # At or above the subjects' limit, raising max_message_bytes cannot help: say whose limit it is.
             whose = "max_message_bytes" if self.max_message_bytes < MAX_MESSAGE_BYTES else \
                 "the limit every subject applies"

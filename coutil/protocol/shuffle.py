@@ -248,6 +248,9 @@ def run_message_limit(max_message_bytes: int) -> int:
     return min(max_message_bytes, MAX_MESSAGE_BYTES)
 
 
-def largest_run_members(confidential: Sequence[str], max_message_bytes: int) -> int:
-    """The most members a run of a round may have (SPEC §4: MDAV's groups, by the config's check, and merges)."""
-    return largest_group(len(confidential), run_message_limit(max_message_bytes))
+def largest_run_members(confidential: Sequence[str]) -> int:
+    """The most members a merged run may have (SPEC §4): its messages must fit the `MAX_MESSAGE_BYTES` every subject
+    applies. The protocol's constant, not the collector's announced ``max_message_bytes``: a limit the collector
+    chooses would let it choose which groups are too large, and so steer a merge (found by thinking as an attacker
+    on the first version of this rule)."""
+    return largest_group(len(confidential), MAX_MESSAGE_BYTES)

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coutil.errors import InputError
-from coutil.protocol.codec import MAX_MESSAGE_BYTES
-from coutil.protocol.messages import Assign, RoundParams, ShuffleStart
+from coutil.protocol.messages import Assign, ShuffleStart
 from coutil.protocol.shuffle import largest_run_members
 from coutil.protocol.topics import sid_of
 from coutil.round.verify_roster import Check, VerifiedRound, need
@@ -49,7 +48,7 @@ class _Grouping:
     maybe: Mapping[int, set[bytes]]
     #: The signed runs of each group, in run order.
     runs_of: dict[int, list[ShuffleStart]]
-    #: The most members a run may have (`largest_run_members`, from the announce's manifest).
+    #: The most members a merged run may have (`largest_run_members` of the announced confidential attributes).
     max_members: int
     untouched: list[int] = field(default_factory=list)
 
@@ -104,7 +103,7 @@ def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[b
         return
     if len(movers) + len(target_before) > g.max_members:
         check.fail(f"group {source}'s {len(movers)} members merged into group {target} of {len(target_before)}: "
-                   f"above the {g.max_members} members whose run's messages fit the announced limits")
+                   f"above the {g.max_members} members whose run's messages fit what every subject accepts")
         return
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
@@ -230,14 +229,6 @@ def _check_merge_source(g: _Grouping, r: VerifiedRound, check: Check, label: int
     return ok
 
 
-def _max_members(params: RoundParams) -> int:
-    """`largest_run_members` under the announced limit (its manifest's ``max_message_bytes``; the subjects' limit
-    when it states none or nothing readable: a smaller limit never admits more members)."""
-    stated = dict(params.manifest).get("max_message_bytes", "")
-    limit = int(stated) if stated.isascii() and stated.isdigit() and len(stated) <= 18 else MAX_MESSAGE_BYTES
-    return largest_run_members(params.confidential_names, limit)
-
-
 def check_grouping(r: VerifiedRound, check: Check) -> None:
     """The groups recomputed on the registrations (MDAV, or the announced SafePub bins' classes), merges
     explained. A group whose members' assigns name other groups is a merge, valid only if:
@@ -305,7 +296,8 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
     for (label, _run), s in sorted(r.runs().items()):
         runs_of[label].append(s)
     sure, maybe = r.record_holders()
-    g = _Grouping(keys, matrix, expected, centres, sure, assigned, maybe, runs_of, _max_members(params))
+    g = _Grouping(keys, matrix, expected, centres, sure, assigned, maybe, runs_of,
+                  largest_run_members(params.confidential_names))
     g.untouched = _untouched(g, params.k, r)
     merged: list[int] = []
     for label, members in sorted(expected.items()):

@@ -1,16 +1,17 @@
 """A merge never makes a run whose blames cannot be sent (SPEC §4): a run's largest message, mixer 1's blame, grows
 with the square of its members (`largest_run_message`), the round config bounds MDAV's groups (2k - 1 members) by
 the limits, and a group fallen below k merges into the nearest group still sealed that, with its members, stays
-within `largest_run_members`; none such, its members are excluded `below_k_no_partner`. The auditor applies the
-same rule from the announce's manifest.
+within `largest_run_members` (the 64 MiB every subject applies: a protocol constant, which no collector can tune to
+steer a merge); none such, its members are excluded `below_k_no_partner`. The auditor applies the same rule.
 
-Before, at k = 15 with three confidential values and a 64 KiB limit (29 members fit), a group of 15 that lost a
-member merged into its nearest group of 18: a run of 32 whose mixer 1 could not have sent her blame (`oversized`
-at the collector), so a deviator in it could not be convicted."""
+At the real limit the rule bites from k of about 390 (too large to simulate here), so these rounds run with the bound
+of a 64 KiB limit (29 members, three confidential values) in the collector and the auditor. Before, a group of 15
+that lost a member merged into its nearest group of 18: a run of 32 whose mixer 1 could not have sent her blame."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,13 @@ import numpy as np
 import pytest
 
 from coutil.cli import main
+from coutil.protocol import codec, collector_core
 from coutil.protocol.collector_groups import GroupState, merge_target
-from coutil.protocol.shuffle import largest_run_members, largest_run_message, run_message_limit
+from coutil.protocol.shuffle import largest_group, largest_run_members, largest_run_message
+from coutil.round import verify_grouping
 
 CONFIDENTIAL = ("income", "savings", "medical_spend")
-LIMIT = 2**16
+LIMIT = 2**16  # what the rounds below take for the subjects' limit
 ROUND = f"""[round]
 qi = ["age", "height_cm", "weight_kg", "hours_worked"]
 confidential = {json.dumps(list(CONFIDENTIAL))}
@@ -32,7 +35,6 @@ step_timeout = 20.0
 retry_interval = 2.0
 audit_window = 60.0
 random_records = 100
-max_message_bytes = {LIMIT}
 
 [data]
 rows = {{rows}}
@@ -41,6 +43,16 @@ rows = {{rows}}
 strategy = "silent"
 rows = [0]
 """
+
+
+@pytest.fixture(autouse=True)
+def _small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector and the auditor take the members of a 64 KiB limit for the most a merged run may have."""
+    def small(confidential: Sequence[str]) -> int:
+        return largest_group(len(confidential), LIMIT)
+
+    monkeypatch.setattr(collector_core, "largest_run_members", small)
+    monkeypatch.setattr(verify_grouping, "largest_run_members", small)
 
 
 def _round(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: int, extra: str = "") -> tuple[
@@ -58,8 +70,10 @@ def _round(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: int, extra:
 
 
 def test_the_limits_admit_2k_minus_1_members_and_not_a_group_of_15_merged_into_one_of_18() -> None:
-    most = largest_run_members(CONFIDENTIAL, LIMIT)
-    assert most == 29 and largest_run_message(29, 3) <= run_message_limit(LIMIT) < largest_run_message(30, 3)
+    most = largest_group(len(CONFIDENTIAL), LIMIT)
+    assert most == 29 and largest_run_message(29, 3) <= LIMIT < largest_run_message(30, 3)
+    # At the subjects' real limit (the protocol's constant, whatever the collector announces).
+    assert largest_run_members(CONFIDENTIAL) == largest_group(3, codec.MAX_MESSAGE_BYTES) > 1000
 
 
 def test_a_merge_passes_over_a_nearer_group_it_would_make_too_large(
