@@ -297,7 +297,7 @@ class CollectorStore:
         #: Nesting depth of `transaction` blocks (only the outermost one commits).
         self._depth = 0
         if read_only:
-            tables = {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = self._tables()
             if not tables >= _TABLES:
                 self._db.close()
                 raise self._damaged("no collector tables" if not tables else "tables missing")
@@ -311,9 +311,11 @@ class CollectorStore:
             self._db.close()
             raise
 
+    def _tables(self) -> set[str]:
+        return {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
     def _create_schema(self) -> None:
-        tables = {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables >= _TABLES:
+        if self._tables() >= _TABLES:
             # Nothing to create: no write lock taken, so that `collector status` beside a service in the
             # middle of a commit neither waits for it nor fails with "database is locked".
             return

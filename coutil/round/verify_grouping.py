@@ -110,7 +110,8 @@ def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[b
     for other, possible in candidates:
         if other in (source, target):
             continue
-        # A group the movers would have made too large was no candidate (SPEC §4); a size it may have had counts.
+        # A group the movers would have made too large was no candidate (SPEC §4): excused if any state it may have
+        # had at the merge was too large, as if any was farther (the order of one step's changes is not signed).
         centres = [centre for centre, size in possible if size + len(movers) <= g.max_members]
         ds = [float(np.sum((centre - here) ** 2)) for centre in centres]
         if ds and len(ds) == len(possible) and all(d < distance or (d == distance and other < target) for d in ds):
