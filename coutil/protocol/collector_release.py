@@ -4,7 +4,7 @@ roster, and the round's outcome as the collector saw it.
 `CollectorNode` decides *when* (the groups it opened, the verdicts it accepted); these functions say
 *what*: the rows are the groups' centroids beside their records, sorted within each group so that no
 order information survives, never a group below k (protocol/SPEC.md §4 release); the groups are
-exactly those centralized MDAV forms (or SafePub's announced classes).
+exactly those centralized MDAV forms (or SafePub's announced classes, the large ones cut).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from coutil.protocol.collector_groups import Record
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.messages import Verdict
 from coutil.protocol.node import Rejection, RejectionLog
-from coutil.sdc.generalization import classes_of
+from coutil.sdc.generalization import safepub_groups
 from coutil.sdc.mdav import mdav
 
 
@@ -56,9 +56,10 @@ def form_groups(qi: np.ndarray, config: RoundConfig) -> tuple[np.ndarray, np.nda
     """(group label of every roster entry, released QI values of every group, number of groups).
 
     MDAV: its groups and centroids, exactly as centralized MDAV. SafePub: the classes of the
-    announced bins, released with the bins' midpoints (data-independent, as the theorem requires)."""
+    announced bins, released with the bins' midpoints (data-independent, as the theorem requires), a class of more
+    than 2k - 1 cut into groups of at most that many in roster order (`safepub_groups`)."""
     if config.grouping == "safepub":
-        classes = classes_of(qi, config.safepub_bins)
+        classes = safepub_groups(qi, config.safepub_bins, config.k)
         return classes.labels, classes.midpoints, classes.n_classes
     grouping = mdav(qi, config.k)
     return grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), grouping.n_groups

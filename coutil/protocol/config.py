@@ -120,11 +120,10 @@ class RoundConfig:
         self._check_message_room()
 
     def _check_message_room(self) -> None:
-        """An MDAV group has up to 2k - 1 members, and its shuffle's largest message grows with the square of that
-        (`largest_run_message`): a k whose groups' blames exceed the limit, the collector's or the one every subject
-        applies (SPEC §7.1), would have honest blames refused `oversized`. (A SafePub class has no such bound.)"""
-        if self.grouping != "mdav":
-            return
+        """A group has up to 2k - 1 members (MDAV's, or a SafePub class cut by `safepub_groups`), and its shuffle's
+        largest message grows with the square of that (`largest_run_message`): a k whose groups' blames exceed the
+        limit, the collector's or the one every subject applies (SPEC §7.1), would have honest blames refused
+        `oversized`."""
         limit = run_message_limit(self.max_message_bytes)
         members = 2 * self.k - 1
         needed = largest_run_message(members, len(self.confidential))
@@ -133,7 +132,7 @@ class RoundConfig:
             # At or above the subjects' limit, raising max_message_bytes cannot help: say whose limit it is.
             whose = "max_message_bytes" if self.max_message_bytes < MAX_MESSAGE_BYTES else \
                 "the limit every subject applies"
-            raise InputError(f"round config: k = {self.k} lets an MDAV group reach {members} members, whose shuffle "
+            raise InputError(f"round config: k = {self.k} lets a group reach {members} members, whose shuffle "
                              f"messages reach {needed:,} bytes, above {whose} ({limit:,} bytes): k must be at most "
                              f"{most} (SPEC §7.1)")
 

@@ -23,7 +23,7 @@ from coutil.protocol.messages import Assign, ShuffleStart
 from coutil.protocol.shuffle import largest_run_members
 from coutil.protocol.topics import sid_of
 from coutil.round.verify_roster import Check, VerifiedRound, need
-from coutil.sdc.generalization import classes_of, parse_scheme
+from coutil.sdc.generalization import parse_scheme, safepub_groups
 from coutil.sdc.mdav import mdav
 
 
@@ -279,7 +279,7 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
     try:
         if params.method == "safepub":
             scheme = parse_scheme(dict(params.manifest).get("safepub_bins", ""), params.qi_names)
-            classes = classes_of(matrix, scheme)
+            classes = safepub_groups(matrix, scheme, params.k)
             labels, centres, n_groups = classes.labels, classes.midpoints, int(classes.midpoints.shape[0])
         elif params.method == "mdav":
             grouping = mdav(matrix, params.k)

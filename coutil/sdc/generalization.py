@@ -110,3 +110,41 @@ def classes_of(qi: NDArray[np.float64], scheme: Scheme) -> Classes:
     midpoints = np.array([[(scheme[j][1][b] + scheme[j][1][b + 1]) / 2 for j, b in enumerate(key)] for key in keys],
                          dtype=np.float64)
     return Classes(labels.reshape(-1).astype(np.int64), midpoints)
+
+
+def split_large_classes(classes: Classes, k: int) -> Classes:
+    """Every class of more than ``2k - 1`` records cut into the fewest groups of at most ``2k - 1``, of near-equal
+    sizes (the first ones one larger), in record order; the other classes kept whole. Labels are renumbered in
+    class order, then part order; each part keeps its class's midpoints.
+
+    Why (protocol/SPEC.md §9.1): a class has no upper size, and a group's shuffle is sequential in its members,
+    its largest message (a blame) growing with their square, so a large class could not run, nor convict a
+    deviator within the 64 MiB every subject applies. MDAV's groups are the same size (k to 2k - 1), and so is
+    what the collector learns of them. The cut depends on record order alone (a protocol round's roster order:
+    sorted per-round keys, independent of the data), so it is post-processing of the classes: the suppression
+    of classes below k, which the theorem is about, is unchanged, and every part of a released class has at
+    least k records (a class of s > 2k - 1 cut into p = ceil(s / (2k - 1)) parts has parts of at least
+    floor(s / p) >= k)."""
+    largest = 2 * k - 1
+    sizes = classes.sizes()
+    parts = np.maximum(1, -(-sizes // largest))  # ceil, one part for a class at most 2k - 1 (or empty)
+    if int(parts.max(initial=1)) == 1:
+        return classes
+    first_label = np.concatenate(([0], np.cumsum(parts)[:-1]))
+    order = np.argsort(classes.labels, kind="stable")
+    rank = np.empty_like(order)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    rank[order] = np.arange(order.shape[0]) - np.repeat(starts, sizes)
+    size, count = sizes[classes.labels], parts[classes.labels]
+    small, extra = size // count, size % count  # `extra` parts of small + 1 first, then parts of small
+    big_span = extra * (small + 1)
+    part = np.where(rank < big_span, rank // (small + 1), extra + (rank - big_span) // np.maximum(small, 1))
+    labels = (first_label[classes.labels] + part).astype(np.int64)
+    midpoints = np.repeat(classes.midpoints, parts, axis=0)
+    return Classes(labels, midpoints)
+
+
+def safepub_groups(qi: NDArray[np.float64], scheme: Scheme, k: int) -> Classes:
+    """The groups of a SafePub protocol round: the classes of ``scheme`` (``qi`` in roster order), a class of more
+    than ``2k - 1`` records cut by `split_large_classes`. The collector forms them, the auditor recomputes them."""
+    return split_large_classes(classes_of(qi, scheme), k)

@@ -14,6 +14,7 @@ import pytest
 from coutil.cli import main
 from coutil.errors import ExitCode, InputError
 from coutil.sdc import dp
+from coutil.sdc.generalization import Classes, split_large_classes
 from coutil.sdc.hierarchy import IntervalHierarchy, TreeHierarchy
 from coutil.sdc.safepub import SafePubSettings, _Scorer, exponential_mechanism, greedy_search, safepub
 
@@ -319,3 +320,31 @@ def test_cli_dp_params_errors(args: list[str], capsys: pytest.CaptureFixture[str
     assert main(["dp-params", *args]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("coutil: error:")
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_large_classes_are_cut_into_groups_of_k_to_2k_minus_1_in_record_order(k: int) -> None:
+    """`split_large_classes` (SPEC §9.1): a class above 2k - 1 becomes groups of k to 2k - 1 (never below k,
+    whatever its size), contiguous in record order, each with its class's midpoints; smaller classes stay whole."""
+    rng = np.random.default_rng(k)
+    for _ in range(300):
+        n_classes = int(rng.integers(1, 6))
+        labels = rng.integers(0, n_classes, int(rng.integers(0, 120))).astype(np.int64)
+        midpoints = np.arange(2.0 * n_classes).reshape(n_classes, 2)
+        cut = split_large_classes(Classes(labels, midpoints), k)
+        seen = []
+        for group in range(cut.n_classes):
+            rows = np.flatnonzero(cut.labels == group)
+            if not rows.size:
+                continue
+            (label,) = set(labels[rows].tolist())
+            whole = np.flatnonzero(labels == label)
+            assert (cut.midpoints[group] == midpoints[label]).all()
+            if whole.size > 2 * k - 1:
+                assert k <= rows.size <= 2 * k - 1
+                assert (np.diff(np.searchsorted(whole, rows)) == 1).all()  # contiguous in record order
+            else:
+                assert (rows == whole).all()
+            seen.append(label)
+        assert seen == sorted(seen)  # numbered in class order
+        assert sorted(set(seen)) == sorted(set(labels.tolist()))

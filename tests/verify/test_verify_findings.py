@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coutil.cli import main
@@ -241,3 +242,25 @@ def test_a_reordering_broker_does_not_turn_an_honest_merge_into_a_complaint(tmp_
               "--json"])
         capsys.readouterr()
         assert main(["verify", str(out)]) == 0, (seed, capsys.readouterr().err[-400:])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_safepub_class_above_2k_minus_1_runs_as_groups_of_mdav_size_that_verify(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A SafePub class has no upper size, and a group's shuffle is sequential in its members with its largest
+    message growing with their square: one class of 1,200 members could not run at all (batches above 64 MiB).
+    Classes above 2k - 1 are cut into groups of k to 2k - 1 in roster order (SPEC §9.1), the release keeps each
+    class's midpoints and the same records, and the auditor recomputes the cut. Before the cut, one bin for age
+    and one for height made all 30 subjects one group of 30 at k = 4."""
+    config = dataclasses.replace(SAFEPUB, safepub_bins=(("age", (0.0, 150.0)), ("height", (0.0, 100.0, 300.0))))
+    run = run_round(tmp_path, n=30, seed=seed, config=config)
+    code, result, _ = verify(run.directory, capsys)
+    assert code == 0, failed(result)
+    transcript = read_transcript(run.directory / "transcript.json")
+    assert transcript.exclusions == {}
+    groups = [subject.group for subject in run.subjects]
+    sizes = sorted(groups.count(label) for label in set(groups))
+    assert sum(sizes) == 30 and len(sizes) >= 30 // (2 * config.k - 1), sizes
+    assert all(config.k <= size <= 2 * config.k - 1 for size in sizes), sizes
+    rows = np.loadtxt(run.directory / "release.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert rows.shape[0] == 30 and {tuple(r) for r in rows[:, :2].tolist()} <= {(75.0, 50.0), (75.0, 200.0)}
