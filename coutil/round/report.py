@@ -25,9 +25,9 @@ from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt
 from coutil.protocol.events import Event
 from coutil.protocol.node import RejectionLog
 from coutil.round.evidence import EVIDENCE_NAME, missing_from, write_evidence
+from coutil.round.privacy_label import round_privacy_label
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
 from coutil.sdc.dataset import format_number, write_csv
-from coutil.sdc.dp import delta_for, epsilon_from_beta
 
 
 class TrafficCounters(Protocol):
@@ -187,41 +187,9 @@ VERDICT_FIELDS = {
 
 
 def privacy_label(outcome: RoundOutcome) -> dict[str, object]:
-    """What the release may claim: (epsilon, delta)-differential privacy only for a SafePub round in which
-    every condition of the theorem (Li, Qardaji and Su's (k, beta)-SDGS, as SafePub uses it) held.
-
-    Conditions (protocol/SPEC.md, "Grouping"): the bins were fixed in the signed announce, before any
-    registration (a scheme that does not look at the data); each subject drew her own participation with
-    the announced beta; every class below k was suppressed, none merged; nobody was left out for any other
-    reason (a silent or excluded member changes which records are released in a way the theorem does not
-    cover); and beta and k give the claimed (epsilon, delta). An MDAV release is never labelled DP: MDAV
-    is data-dependent and is not covered by the theorem.
-    """
-    entries = dict(outcome.manifest)
-    if entries.get("method") != "safepub":
-        return {"mechanism": "MDAV microaggregation (k-anonymity)", "differential_privacy": False,
-                "why": "MDAV forms groups from the data themselves: no differential-privacy guarantee"}
-    k = int(entries["k"])
-    beta, epsilon, delta = (float(entries[key]) for key in ("safepub_beta", "safepub_epsilon", "safepub_delta"))
-    reasons = Counter(str(e["reason"]) for e in outcome.excluded)
-    conditions: dict[str, bool] = {
-        "scheme_fixed_in_the_announce": bool(entries.get("safepub_bins")),
-        "subjects_sample_themselves_with_beta": 0.0 < beta <= 1.0,
-        "classes_below_k_suppressed": all(size >= k for size in outcome.group_sizes),
-        "no_exclusion_but_suppression": set(reasons) <= {"suppressed_class"},
-        "round_completed": outcome.completed,
-    }
-    achieved: float | None = None
-    if epsilon > 0 and 0 < delta < 1 and beta < 1:
-        conditions["beta_within_epsilon"] = epsilon_from_beta(beta) <= epsilon * (1 + 1e-12)
-        achieved = delta_for(k, epsilon, beta) if conditions["beta_within_epsilon"] else None
-        conditions["k_gives_delta"] = achieved is not None and achieved < delta
-    else:
-        conditions["claimed_epsilon_and_delta"] = False
-    holds = all(conditions.values())
-    return {"mechanism": "SafePub: (k, beta)-SDGS with fixed bins", "differential_privacy": holds,
-            "epsilon": epsilon, "delta": delta, "delta_achieved": achieved, "beta": beta, "k": k,
-            "conditions": conditions, "suppressed": reasons.get("suppressed_class", 0)}
+    """What the release may claim (`round_privacy_label`, the function the auditor recomputes it with)."""
+    return round_privacy_label(outcome.manifest, outcome.group_sizes, (str(e["reason"]) for e in outcome.excluded),
+                               outcome.completed)
 
 
 def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:

@@ -46,6 +46,7 @@ from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
 from coutil.round.verify_blames import check_blame_evidence
 from coutil.round.verify_exclusions import check_exclusion_evidence
 from coutil.round.verify_grouping import check_grouping
+from coutil.round.verify_privacy import check_privacy_label
 from coutil.round.verify_roster import (
     Check,
     VerifiedRound,
@@ -147,6 +148,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
                 "members differ from MDAV's the mean of its final members' QIs)"),
     ("release_files", "a release.csv or manifest.json that is not the signed release, or that holds records no "
                       "signed release in the transcript covers"),
+    ("privacy_label", "a manifest.json claiming (epsilon, delta)-differential privacy that the signed round does not "
+                      "support (an MDAV round, exclusions other than suppression, a group below k, a k too small for "
+                      "the claimed delta, other values than the announce's)"),
     ("membership", "drop-subject (a member neither released nor excluded, a released group missing live members' "
                    "records), fabricated rows (more rows than live members), unknown exclusion reasons"),
     ("exclusion_evidence", "drop-subject (an exclusion the collector never signed, or signed for a group that does "
@@ -367,6 +371,18 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
                            + ("; manifest.json its digest and groups" if manifest_path.exists() else ""))
 
 
+def _check_privacy_label(r: VerifiedRound, check: Check, directory: Path | None) -> None:
+    path = directory / "manifest.json" if directory is not None else None
+    if path is None or not path.is_file():
+        check.skip("no manifest.json: no privacy label claimed")
+        return
+    manifest = _read_manifest(path, Check("manifest", ""))  # a file it cannot read fails release_files
+    if manifest is None:
+        check.skip("manifest.json unreadable (see release_files)")
+        return
+    check_privacy_label(r, check, manifest.get("privacy"))
+
+
 def _check_membership(r: VerifiedRound, check: Check) -> None:
     if not need(r, check, roster=True):
         return
@@ -574,6 +590,7 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
         ("grouping", check_grouping),
         ("release", _check_release),
         ("release_files", lambda rr, c: _check_release_files(rr, c, directory)),
+        ("privacy_label", lambda rr, c: _check_privacy_label(rr, c, directory)),
         ("membership", _check_membership),
         ("exclusion_evidence", check_exclusion_evidence),
         ("blame_evidence", check_blame_evidence),
