@@ -89,22 +89,27 @@ def _untouched(g: _Grouping, k: int, r: VerifiedRound) -> list[int]:
 
 def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[bytes], target_before: set[bytes],
              candidates: Sequence[tuple[int, list[tuple[np.ndarray, int]]]]) -> None:
+    """`_merge_problem`, failed."""
+    problem = _merge_problem(g, source, target, movers, target_before, candidates)
+    if problem is not None:
+        check.fail(problem)
+
+
+def _merge_problem(g: _Grouping, source: int, target: int, movers: set[bytes], target_before: set[bytes],
+                   candidates: Sequence[tuple[int, list[tuple[np.ndarray, int]]]]) -> str | None:
     """No group in ``candidates`` (label, its possible centroids and sizes at the merge: groups certainly sealed
     then) is nearer to the movers' mean than the target (its centroid while it had ``target_before``), nor as near
     with a lower number, whichever of its possible centroids it had, unless it was too large to take the movers
     (`largest_run_members`; neither may the target be)."""
     if not target_before:
-        check.fail(f"group {source}'s members moved to group {target}, which had no members left")
-        return
+        return f"group {source}'s members moved to group {target}, which had no members left"
     unknown = sorted((movers | target_before) - g.index.keys())
     if unknown:
-        check.fail(f"group {source}'s merge into group {target} names {', '.join(sid_of(key) for key in unknown)}, "
-                   "not on the roster")
-        return
+        return (f"group {source}'s merge into group {target} names {', '.join(sid_of(key) for key in unknown)}, "
+                "not on the roster")
     if len(movers) + len(target_before) > g.max_members:
-        check.fail(f"group {source}'s {len(movers)} members merged into group {target} of {len(target_before)}: "
-                   f"above the {g.max_members} members whose run's messages fit what every subject accepts")
-        return
+        return (f"group {source}'s {len(movers)} members merged into group {target} of {len(target_before)}: "
+                f"above the {g.max_members} members whose run's messages fit what every subject accepts")
     here = g.mean(movers)
     distance = float(np.sum((g.centroid(target, target_before) - here) ** 2))
     for other, possible in candidates:
@@ -112,13 +117,23 @@ def _nearest(g: _Grouping, check: Check, source: int, target: int, movers: set[b
             continue
         # A group the movers would have made too large was no candidate (SPEC §4): excused if any state it may have
         # had at the merge was too large, as if any was farther (the order of one step's changes is not signed).
-        centres = [centre for centre, size in possible if size + len(movers) <= g.max_members]
-        ds = [float(np.sum((centre - here) ** 2)) for centre in centres]
-        if ds and len(ds) == len(possible) and all(d < distance or (d == distance and other < target) for d in ds):
-            check.fail(f"group {source}'s remaining members merged into group {target} (squared distance "
-                       f"{distance:.6g}), group {other}, still sealed, is nearer ({max(ds):.6g}): "
-                       "not the nearest group")
-            return
+        ds = [_nearer(g, here, len(movers), distance, target, other, centre, size) for centre, size in possible]
+        if ds and all(d is not None for d in ds):
+            return (f"group {source}'s remaining members merged into group {target} (squared distance "
+                    f"{distance:.6g}), group {other}, still sealed, is nearer ({max(d or 0.0 for d in ds):.6g}): "
+                    "not the nearest group")
+    return None
+
+
+def _nearer(g: _Grouping, here: np.ndarray, movers: int, distance: float, target: int, other: int,
+            centre: np.ndarray, size: int) -> float | None:
+    """The squared distance from the movers' mean ``here`` to group ``other`` in one state it may have had at the
+    merge (``centre``, ``size``) if it would have taken them before ``target`` at ``distance`` (SPEC §4: fits, and
+    nearer or as near with a lower number), else None."""
+    if size + movers > g.max_members:
+        return None
+    d = float(np.sum((centre - here) ** 2))
+    return d if d < distance or (d == distance and other < target) else None
 
 
 def _untouched_centres(g: _Grouping) -> list[tuple[int, list[tuple[np.ndarray, int]]]]:
@@ -147,6 +162,167 @@ def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list
     return sorted(out.items())
 
 
+#: The most merges of one instant, depending on one another, whose orders are searched (through the sets of them that
+#: can come first: up to 2^n). An honest step merges a handful of groups; more are a round whose groups all time out
+#: at one `now` (a simulation's equal deadlines), where most merges do not depend on one another and are searched
+#: apart. Beyond it each merge is compared under any state the others may have left (the check before the search:
+#: sound, weaker), and the check's notes count them.
+_ORDER_SEARCH = 12
+
+
+def _states_at(g: _Grouping, r: VerifiedRound, label: int,
+               times: Sequence[float]) -> list[tuple[int, tuple[np.ndarray, int] | None]]:
+    """Group ``label``'s states around one instant (``times``, its merges' times of issue), in the order they were
+    signed: (run, its centroid and size, or None when it was not certainly sealed then: closed, with a key not on the
+    roster, or with no run before), its latest run before the instant first (run -1 if none), then each run issued
+    at it."""
+    runs = g.runs_of.get(label, [])
+    at = [s for s in runs if any(_same_time(r.issued(s), t) for t in times)]
+    before = [s for s in runs if r.issued(s) < min(times) and s not in at]
+    out: list[tuple[int, tuple[np.ndarray, int] | None]] = [] if before else [(-1, None)]
+    for s in before[-1:] + at:
+        sealed = label in g.expected and bool(s.members) and all(key in g.index for key in s.members)
+        out.append((s.run, (g.centroid(label, set(s.members)), len(s.members)) if sealed else None))
+    return out
+
+
+def _blocker(i: int, placed: set[int] | frozenset[int], merges: Sequence[int], where: Sequence[dict[int, int]],
+             near: Sequence[dict[int, list[float | None]]]) -> tuple[bool, tuple[int, float] | None]:
+    """Could merge ``i`` come right after the merges ``placed`` (of ``merges``, the others after it) and go to its
+    nearest group? ``where[j]``: the index among each changed group's states of merge j's run there; ``near[i]``:
+    per other changed group and state, its squared distance if it would have taken i's movers first, else None.
+    (False, None) if the signed runs put it elsewhere; (False, (group, distance)) if that group, in every state
+    this order leaves it, would have taken the movers first."""
+    for label, p in where[i].items():
+        if any(j != i and label in where[j] and (where[j][label] < p) != (j in placed) for j in merges):
+            return False, None
+    for label, ds in near[i].items():
+        lo = max((where[j][label] for j in placed if label in where[j]), default=0)
+        hi = min((where[j][label] for j in merges if j != i and j not in placed and label in where[j]),
+                 default=len(ds)) - 1
+        span = ds[lo:hi + 1]
+        if span and all(d is not None for d in span):
+            return False, (label, max(d or 0.0 for d in span))
+    return True, None
+
+
+def _check_instant(g: _Grouping, r: VerifiedRound, check: Check, hops: list[_Hop]) -> int:
+    """Rule (b) for the merges issued at one instant (one step of the collector: their order is not signed): some
+    order of them in which each went to its nearest group, the groups they change in the states the merges before
+    it in that order left (found by a reviewer of the size rule: each merge compared under any state of the other's
+    groups let a collector swap two merges of a step, each excused by a state only the other order has). Returns how
+    many merges were compared under any order of the others instead (`_ORDER_SEARCH`)."""
+    times = [hop.t for hop in hops]
+    changed = {label for hop in hops for label in (hop.source, hop.target)}
+    # The groups no merge of the instant changes: in the states `_sealed_at` gives, whatever the order.
+    fixed = [(label, possible) for label, possible in _sealed_at(g, r, hops[0].t) if label not in changed]
+    states = {label: _states_at(g, r, label, times) for label in changed}
+    live: list[_Hop] = []
+    for hop in hops:
+        problem = _merge_problem(g, hop.source, hop.target, hop.movers, hop.before, fixed)
+        if problem is not None:
+            check.fail(problem)  # in every order
+        else:
+            live.append(hop)
+    where = [{label: [run for run, _ in states[label]].index(run)
+              for label, run in ((hop.source, hop.closing), (hop.target, hop.opening))} for hop in live]
+    near: list[dict[int, list[float | None]]] = []
+    distance: list[float] = []
+    for hop in live:
+        here = g.mean(hop.movers)
+        distance.append(float(np.sum((g.centroid(hop.target, hop.before) - here) ** 2)))
+        near.append({label: [None if state is None else
+                             _nearer(g, here, len(hop.movers), distance[-1], hop.target, label, *state)
+                             for _, state in states[label]]
+                     for label in changed if label not in (hop.source, hop.target)})
+    # Merges that change no group another depends on are ordered apart (union-find over the dependencies).
+    parent = list(range(len(live)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(live)):
+        for j in range(len(live)):
+            if i != j and any(label in where[i] or any(d is not None for d in near[i].get(label, ()))
+                              for label in where[j]):
+                parent[root(i)] = root(j)
+    parts: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(live)):
+        parts[root(i)].append(i)
+    limited = 0
+    for merges in parts.values():
+        if len(merges) > _ORDER_SEARCH:
+            limited += len(merges)
+            for i in merges:
+                blocker = _blocker(i, set(), [i], where, near)[1]
+                if blocker is not None:
+                    check.fail(_not_nearest(live[i], distance[i], blocker, len(merges)))
+            continue
+        placed = _longest_order(merges, where, near)
+        if len(placed) == len(merges):
+            continue
+        for i in merges:
+            if i not in placed:
+                blocker = _blocker(i, placed, merges, where, near)[1]
+                if blocker is not None:
+                    check.fail(_not_nearest(live[i], distance[i], blocker, len(merges), len(placed)))
+                    break
+        else:
+            check.fail(f"the {len(merges)} merges issued at {hops[0].t:.3f} into and out of groups "
+                       f"{sorted({label for i in merges for label in where[i]})}: no order fits their signed runs")
+    return limited
+
+
+def _longest_order(merges: Sequence[int], where: Sequence[dict[int, int]],
+                   near: Sequence[dict[int, list[float | None]]]) -> frozenset[int]:
+    """The merges that can come first, each to its nearest group, in a largest such set (all: an order exists)."""
+    seen: set[frozenset[int]] = {frozenset()}
+    frontier = [frozenset[int]()]
+    best = frozenset[int]()
+    while frontier:
+        placed = frontier.pop()
+        if len(placed) > len(best):
+            best = placed
+            if len(best) == len(merges):
+                break
+        for i in merges:
+            if i not in placed and _blocker(i, placed, merges, where, near)[0]:
+                following = placed | {i}
+                if following not in seen:
+                    seen.add(following)
+                    frontier.append(following)
+    return best
+
+
+def _not_nearest(hop: _Hop, distance: float, blocker: tuple[int, float], merges: int, before: int = 0) -> str:
+    other, d = blocker
+    among = (f" once the {before} merge(s) of the {merges} issued then that can come first are done (no order of them "
+             "takes each to its nearest group)" if merges > 1 else "")
+    return (f"group {hop.source}'s remaining members merged into group {hop.target} (squared distance {distance:.6g}) "
+            f"at {hop.t:.3f}, group {other}, still sealed, is nearer ({d:.6g}){among}: not the nearest group")
+
+
+def _no_partner(g: _Grouping, r: VerifiedRound, check: Check) -> None:
+    """A group dissolved `below_k_no_partner` had no group to merge into (SPEC §4): none certainly sealed when its
+    closing shuffle_start was issued (`_sealed_at`, as for a merge) would have taken its members in every state it
+    may have had then (found by the reviewer of the size rule: the claim was never checked, and a collector could
+    exclude the members of a group fallen below k in place of merging them)."""
+    for (label, run), s in sorted(r.runs().items()):
+        left = {key for key, reason in s.excluded if reason == "below_k_no_partner"}
+        if s.members or not left or label not in g.expected:
+            continue
+        t = r.issued(s)
+        for other, possible in _sealed_at(g, r, t):
+            if other != label and possible and all(size + len(left) <= g.max_members for _, size in possible):
+                check.fail(f"group {label} run {run} excludes {len(left)} members `below_k_no_partner` at {t:.3f}, "
+                           f"and group {other}, still sealed, would have taken them: a group fallen below k merges "
+                           "while one fits")
+                break
+
+
 def _suppressed_before_merges(r: VerifiedRound, check: Check, merges: Sequence[tuple[int, float]]) -> None:
     """Suppressions follow the reveal barrier, after every merge (SPEC §4 share.7): a group suppressed at or
     before a merge's time is a record out of order (a reviewer dated later suppressions to a merge's time, to
@@ -162,13 +338,27 @@ def _suppressed_before_merges(r: VerifiedRound, check: Check, merges: Sequence[t
                        f"{last_group} at {last:.3f}: suppressions come after the reveal barrier, after every merge")
 
 
-def _merge_hops(g: _Grouping, r: VerifiedRound,
-                check: Check) -> list[tuple[int, int, set[bytes], set[bytes], float]]:
-    """Every merge the signed shuffle_starts state: (source, target, movers, target's members before, time of
-    issue), from each closing shuffle_start naming members `merged` and the target's run started with them at
-    once."""
+@dataclass
+class _Hop:
+    """A merge the signed shuffle_starts state."""
+
+    source: int
+    target: int
+    movers: set[bytes]
+    #: The target's members before the merge.
+    before: set[bytes]
+    #: When it was issued.
+    t: float
+    #: The source's closing run and the target's run started with the movers.
+    closing: int
+    opening: int
+
+
+def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[_Hop]:
+    """Every merge the signed shuffle_starts state, from each closing shuffle_start naming members `merged` and the
+    target's run started with them at once."""
     runs = r.runs()
-    hops = []
+    hops: list[_Hop] = []
     # The runs with members by time of issue, to find the ones started with a closing shuffle_start.
     started_at = sorted((r.issued(s), s.group, s.run) for s in runs.values() if s.members)
     times = [t for t, _, _ in started_at]
@@ -190,7 +380,7 @@ def _merge_hops(g: _Grouping, r: VerifiedRound,
                        f"{'no' if not started else len(started)} run(s) of another group started with them then")
             continue
         [best] = started
-        hops.append((group, best.group, movers, set(best.members) - movers, t))
+        hops.append(_Hop(group, best.group, movers, set(best.members) - movers, t, run, best.run))
     return hops
 
 
@@ -252,8 +442,12 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
         from the movers' assign. No group certainly sealed at the merge with a known centroid may be
         nearer, nor as near with a lower number: the groups that kept MDAV's members throughout (every
         member assigned there, told MDAV's list, holding a released record: never dissolved, and opened
-        only after the reveal barrier, after every merge). Groups that changed otherwise are not compared
-        (their centroid at the merge depends on when each change happened).
+        only after the reveal barrier, after every merge); with the shuffle_starts also the groups whose
+        signed runs show them sealed at the merge (`_sealed_at`), and the merges issued at one instant
+        must have one order in which each goes to its nearest group (`_check_instant`). Groups that
+        changed otherwise are not compared (their centroid at the merge depends on when each change
+        happened). With the shuffle_starts, a group whose members are excluded `below_k_no_partner` had no
+        group sealed then that would have taken them (`_no_partner`).
     (c) (in `verify`'s release check) every group whose members differ from MDAV's is released with the
         mean of its final members' QIs.
     """
@@ -344,9 +538,18 @@ def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[in
     """Rule (b) of `check_grouping` for every merge."""
     if r.transcript.shuffle_starts_included:
         hops = _merge_hops(g, r, check)
-        for source, target, movers, before, t in hops:
-            _nearest(g, check, source, target, movers, before, _sealed_at(g, r, t))
-        _suppressed_before_merges(r, check, [(source, t) for source, _, _, _, t in hops])
+        instants: list[list[_Hop]] = []
+        for hop in sorted(hops, key=lambda h: (h.t, h.source)):
+            if instants and _same_time(instants[-1][0].t, hop.t):
+                instants[-1].append(hop)
+            else:
+                instants.append([hop])
+        limited = sum(_check_instant(g, r, check, instant) for instant in instants)
+        if limited:
+            check.notes.append(f"{limited} merge(s) issued at one instant with more than {_ORDER_SEARCH} others they "
+                               "depend on: each compared under any order of the others, not one order for all")
+        _suppressed_before_merges(r, check, [(hop.source, hop.t) for hop in hops])
+        _no_partner(g, r, check)
         return
     assigned = g.assigned
     excluded = r.transcript.exclusions
