@@ -29,6 +29,11 @@ than the published ones, out of its record (`_on_verdict`): its report, and the 
 auditor checks, show those subjects as silent. What catches it is the subjects' evidence
 (`coutil.round.evidence`): her verdict and the collector's signed acknowledgement of it.
 
+Every strategy also takes ``withhold_evidence`` (default false): the transcript it publishes holds no signed
+shuffle_start and no run evidence (an older coutil's format), so that its exclusions would be its unsigned word;
+its signed announce commits to them (`TRANSCRIPT_COMMITMENT`, which every subject requires), so the auditor fails
+it (`exclusion_evidence`, `blame_evidence`).
+
 The victim is a row of the data set (``victim``, default 0): the factory (`coutil.round.nodes`)
 tells the strategy her round key (``victim_key``), as a collector that knows whom it targets would
 recognise her registration.
@@ -95,7 +100,7 @@ class CollectorStrategy(CollectorNode):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        cls.PARAMS = {**cls.PARAMS, "hide_complaints": False}
+        cls.PARAMS = {**cls.PARAMS, "hide_complaints": False, "withhold_evidence": False}
 
     def configure(self, params: Mapping[str, object]) -> None:
         self.params: dict[str, object] = {**self.PARAMS, **params}
@@ -114,6 +119,11 @@ class CollectorStrategy(CollectorNode):
         in-memory drivers (`coutil simulate`, `coutil experiment`) apply it; over MQTT subjects start when
         they start."""
         return 0.0
+
+    def publishes_evidence(self) -> bool:
+        # ``withhold_evidence``: the transcript it publishes holds no shuffle_start and no run evidence, as an older
+        # coutil's would, so that its exclusions (a framed member's `blamed_*` above all) are its unsigned word.
+        return not self.params.get("withhold_evidence")
 
     # -------------------------------------------------------------- hiding complaints
     def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:

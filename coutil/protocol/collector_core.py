@@ -193,6 +193,11 @@ class CollectorCore:
         the signed statement's blames are proven (SPEC §8.5; `collector_groups.proven_exclusions`)."""
         return dict(self._run_evidence)
 
+    def publishes_evidence(self) -> bool:
+        """Whether the transcript it publishes holds every signed shuffle_start and the run evidence, as its signed
+        announce commits to (`TRANSCRIPT_COMMITMENT`, SPEC §8.5): always, for an honest collector."""
+        return True
+
     def run_blames(self) -> Mapping[tuple[int, int], tuple[tuple[bytes, str], ...]]:
         """Per (group, run) of `run_evidence`, the `blamed_*` exclusions (member, reason) it ended with."""
         return dict(self._run_blames)

@@ -36,6 +36,19 @@ MAX_RANDOM_RECORDS = 10**7
 MAX_QI_MAGNITUDE = 1e15
 #: How a round may form its groups.
 GROUPINGS = ("mdav", "safepub")
+#: The manifest entry by which the collector commits, in its signed announce, to publish the round's transcript with
+#: every signed shuffle_start and the run evidence (transcript version 3, SPEC §8.5): without the commitment a
+#: collector exporting less (an older format, or nothing of it) turns the auditor's `exclusion_evidence` and
+#: `blame_evidence` checks into skips, its exclusions then its word; with it, they fail. A subject takes part only in
+#: a round that carries it (SPEC §4 announce), so that no honest subject's round can be downgraded.
+TRANSCRIPT_COMMITMENT = ("transcript", "3")
+
+
+def commits_to_evidence(manifest: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a signed announce's manifest carries the `TRANSCRIPT_COMMITMENT` (a later transcript version too)."""
+    value = dict(manifest).get(TRANSCRIPT_COMMITMENT[0], "")
+    return value.isascii() and value.isdigit() and len(value) < 6 and int(value) >= int(TRANSCRIPT_COMMITMENT[1])
+
 #: The fields of a SafePub round (absent from an MDAV round's manifest).
 GROUPING_FIELDS = frozenset({"grouping", "safepub_bins", "safepub_beta", "safepub_epsilon", "safepub_delta"})
 
@@ -202,7 +215,7 @@ class RoundConfig:
 
         The grouping keys appear only for a SafePub round: an MDAV round's manifest (and so its signed
         announce) is the same as before they existed."""
-        entries = [("method", self.grouping), ("protocol", "coutil/v2")]
+        entries = [("method", self.grouping), ("protocol", "coutil/v2"), TRANSCRIPT_COMMITMENT]
         for f in fields(self):
             if f.name in GROUPING_FIELDS and self.grouping == "mdav":
                 continue

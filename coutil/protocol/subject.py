@@ -14,7 +14,7 @@ import hashlib
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
-from coutil.protocol.config import MAX_RANDOM_RECORDS
+from coutil.protocol.config import MAX_RANDOM_RECORDS, commits_to_evidence
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.equivocation import stated_roster_root
 from coutil.protocol.events import (
@@ -270,6 +270,12 @@ class SubjectNode(SubjectCore):
             # Her own floor (a collector may show her alone another k than the others: a split announce).
             self._set_state(SubjectState.INCOMPATIBLE)
             self._event(SubjectIncompatible(now, "k_below_floor"))
+            return []
+        if not commits_to_evidence(params.manifest):
+            # A collector that does not commit to publishing its run evidence could frame her as a deviator with
+            # nothing for an auditor to check (SPEC §4 announce, §8.5): she does not take part.
+            self._set_state(SubjectState.INCOMPATIBLE)
+            self._event(SubjectIncompatible(now, "no_transcript_commitment"))
             return []
         if crypto.is_small_order(params.collector_kx):
             # Nothing could be sealed to it (SPEC §8): she does not take part.

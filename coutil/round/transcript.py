@@ -346,6 +346,7 @@ class TranscriptRecorder:
         if rec.announce is None:
             return None
         outcome = self.node.outcome()
+        evidence = self.node.publishes_evidence()
         return Transcript(
             round_id=self.round_id,
             phase=str(outcome.phase),
@@ -358,8 +359,8 @@ class TranscriptRecorder:
             verdicts=tuple(rec.verdicts),
             registrations=tuple(rec.registrations) if include_registrations else (),
             registrations_included=include_registrations,
-            shuffle_starts=tuple(rec.shuffle_starts),
-            shuffle_starts_included=True,
-            run_evidence=self.node.run_evidence(),
-            run_evidence_included=True,
+            shuffle_starts=tuple(rec.shuffle_starts) if evidence else (),
+            shuffle_starts_included=evidence,
+            run_evidence=self.node.run_evidence() if evidence else {},
+            run_evidence_included=evidence,
         )

@@ -23,6 +23,7 @@ from collections import defaultdict
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec
 from coutil.protocol.collector_groups import proven_exclusions
+from coutil.protocol.config import commits_to_evidence
 from coutil.protocol.messages import Message, ShuffleStart
 from coutil.protocol.topics import sid_of
 from coutil.round.verify_roster import Check, VerifiedRound, need
@@ -74,6 +75,11 @@ def check_blame_evidence(r: VerifiedRound, check: Check) -> None:
         check.notes.append("no signed `blamed_*` exclusion")
         return
     if not t.run_evidence_included:
+        if r.announce is not None and commits_to_evidence(r.announce.params.manifest):
+            check.fail(f"{len(blamed)} signed `blamed_*` exclusion(s), and the transcript holds no run evidence "
+                       "although the signed announce commits to it (manifest transcript = "
+                       f"{dict(r.announce.params.manifest)['transcript']}): withheld (a downgrade)")
+            return
         check.skip(f"{len(blamed)} signed `blamed_*` exclusion(s), and the transcript holds no run evidence "
                    f"(transcript version {t.version}: an older coutil's, or the evidence withheld): they are the "
                    "collector's word")

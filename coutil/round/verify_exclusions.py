@@ -9,6 +9,7 @@ statements and the statements to the runs, as stated in `check_exclusion_evidenc
 
 from __future__ import annotations
 
+from coutil.protocol.config import commits_to_evidence
 from coutil.protocol.messages import ShuffleStart
 from coutil.protocol.topics import sid_of
 from coutil.round.verify_roster import Check, VerifiedRound, need
@@ -76,6 +77,11 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
         return
     summary = r.transcript.exclusions
     if not r.transcript.shuffle_starts_included:
+        if r.announce is not None and commits_to_evidence(r.announce.params.manifest):
+            check.fail(f"the signed announce commits to publishing every shuffle_start (manifest transcript = "
+                       f"{dict(r.announce.params.manifest)['transcript']}), and the transcript holds none: withheld "
+                       f"(a downgrade), its {len(summary)} exclusion(s) left unchecked")
+            return
         check.skip(f"the transcript holds no shuffle_start (collector export): its {len(summary)} exclusion(s) are "
                    "the collector's unsigned summary, the runs are not checked")
         return

@@ -355,6 +355,21 @@ def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_ke
         assert fresh.state == state and (out == []) == (state == SubjectState.INCOMPATIBLE)
         assert [e.reason for e in fresh.drain_events() if isinstance(e, SubjectIncompatible)] == \
             (["k_below_floor"] if floor is None else [])
+    # An announce without the commitment to publish the run evidence (SPEC §4 announce, §8.5), or committing to an
+    # older transcript: she does not take part, so that no honest subject's round can be downgraded.
+    manifest = dict(message.params.manifest)
+    assert manifest["transcript"] == "3"
+    for entry, state in ((None, SubjectState.INCOMPATIBLE), ("2", SubjectState.INCOMPATIBLE),
+                         ("\u00b3", SubjectState.INCOMPATIBLE), ("4", SubjectState.REGISTERING)):
+        entries = tuple((key, value) for key, value in message.params.manifest if key != "transcript")
+        entries += () if entry is None else (("transcript", entry),)
+        fresh = SubjectNode(collector_key=identity.public, qi=node._qi, confidential=node._confidential,
+                            rng=SeededRandom(4))
+        downgraded = dataclasses.replace(message, params=dataclasses.replace(message.params, manifest=entries))
+        fresh.receive(topics.ANNOUNCE, codec.encode(downgraded, identity), 0.0)
+        assert fresh.state == state, (entry, fresh.state)
+        assert [e.reason for e in fresh.drain_events() if isinstance(e, SubjectIncompatible)] == \
+            (["no_transcript_commitment"] if state == SubjectState.INCOMPATIBLE else [])
 
 
 def _after_a_round(what: str) -> tuple[CollectorNode, SubjectNode, bytes, str, float, list[SubjectNode]]:

@@ -13,6 +13,7 @@ import pytest
 
 from coutil.cli import main
 from coutil.protocol import codec, crypto, topics
+from coutil.protocol.config import TRANSCRIPT_COMMITMENT
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation
 from coutil.protocol.messages import Announce, Assign, Roster, RoundParams
 from coutil.protocol.node import SeededRandom
@@ -144,7 +145,7 @@ def test_a_roster_of_another_round_seen_before_she_joins_does_not_spoil_her_proo
     params = RoundParams(
         qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
         step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
-        min_permutation_distance=0, random_records=50, alpha=0.05)
+        min_permutation_distance=0, random_records=50, alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
     round_id, foreign_round = b"r" * 16, b"f" * 16
     node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
 
@@ -203,7 +204,7 @@ def test_her_kept_root_prefers_the_roster_to_an_assign_of_the_same_root_and_keep
     params = RoundParams(
         qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
         step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
-        min_permutation_distance=0, random_records=50, alpha=0.05)
+        min_permutation_distance=0, random_records=50, alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
     round_id = b"r" * 16
     node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
     node.receive(topics.ANNOUNCE, codec.encode(Announce(round_id, identity.public, params), identity), 1.0)

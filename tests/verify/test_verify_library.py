@@ -116,3 +116,26 @@ def test_evidence_that_does_not_verify_is_not_taken(tmp_path: Path, capsys: pyte
     bad.write_text('[{"verdict": "zz"}]')
     assert main(["verify", str(out), "--evidence", str(bad)]) == 2
     assert "entry 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_a_collector_withholding_the_evidence_it_committed_to_is_caught(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``withhold_evidence``: a collector frames a live member (`drop-subject`, a false `blamed_tamper`) and publishes
+    its transcript without the signed shuffle_starts and the run evidence, as an older coutil would. Before the
+    commitment in the announce (SPEC §8.5) both checks were skipped and verify passed: the framing was the collector's
+    word. Now its own signed announce commits to them (every subject requires it), and verify fails."""
+    out = tmp_path / "withheld"
+    config = tmp_path / "round.toml"
+    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n[adversary.collector]\n"
+                      'strategy = "drop-subject"\nreason = "blamed_tamper"\nwithhold_evidence = true\n')
+    main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--with-registrations",
+          "--json"])
+    transcript = json.loads((out / "transcript.json").read_text())
+    assert transcript["shuffle_starts"] == [] and transcript["run_evidence"] == []
+    assert "blamed_tamper" in transcript["exclusions"].values()
+    capsys.readouterr()
+    assert main(["verify", str(out), "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["exclusion_evidence"]["status"] == "fail"
+    assert "withheld (a downgrade)" in checks["exclusion_evidence"]["problems"][0]
