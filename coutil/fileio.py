@@ -16,8 +16,10 @@ written into a temporary directory beside it, which replaces the old directory w
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
@@ -190,6 +192,36 @@ def refuse_overwriting_inputs(outputs: Mapping[str, Path | None], inputs: Mappin
                 what = "holds" if out_name in as_directory else "is"
                 raise InputError(f"{out_name} {out_path} {what} the input {in_name} {in_path}: it would be "
                                  "overwritten; choose another output (or pass --force)")
+
+
+def present(path: Path) -> bool:
+    """Whether ``path`` names something, a symbolic link included (a loop, or one to nothing): `Path.exists`
+    answers False for those, which would take a file the user gave for one that is absent."""
+    return path.exists() or path.is_symlink()
+
+
+def read_regular_bytes(path: str | Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (symbolic links followed).
+
+    `OSError` (its ``strerror`` one line) for anything else: missing, a symbolic link loop, a directory, or a
+    FIFO, socket or device, which is refused before a byte is read: a FIFO opened without O_NONBLOCK waits for
+    a writer, and a read of one or of a device may never end (found fuzzing `coutil verify`: it hung).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1  # closed with the handle
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def read_toml(path: str | Path, what: str = "config file") -> dict[str, Any]:

@@ -9,6 +9,7 @@ import each other): the original X and release Y of `audit`, `attack` and `rever
 from __future__ import annotations
 
 import json
+import string
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -290,13 +291,19 @@ def columns_to_dataset(
 
 
 def parse_collector_key(text: str | None) -> bytes | None:
-    """``--collector-key HEX`` (None when not given); `InputError` unless 64 hex digits."""
+    """``--collector-key HEX`` (None when not given); `InputError` unless 64 hex digits.
+
+    Whitespace around the key is dropped: a key pasted with a space, or read from a file (``$(cat key.hex)``
+    keeps a ``\r`` of a CRLF file, ``"$(<file)"`` a trailing space) is the key a user means; whitespace
+    inside it is refused (two keys pasted as one, or a key cut in two), and so is anything but hex digits.
+    The one parser of a collector key (`coutil verify`, `coutil subject join`)."""
     if text is None:
         return None
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise InputError(f"bad --collector-key {text!r}: expected 64 hex digits") from None
-    if len(key) != 32:
-        raise InputError(f"bad --collector-key: expected 32 bytes (64 hex digits), got {len(key)}")
-    return key
+    stripped = text.strip()
+    shown = stripped if len(stripped) <= 80 else stripped[:80] + "..."
+    if not stripped or any(c not in string.hexdigits for c in stripped):
+        inside = " (whitespace inside it)" if any(c.isspace() for c in stripped) else ""
+        raise InputError(f"bad --collector-key {shown!r}: expected 64 hex digits{inside}")
+    if len(stripped) != 64:
+        raise InputError(f"bad --collector-key: expected 32 bytes (64 hex digits), got {len(stripped)} hex digits")
+    return bytes.fromhex(stripped)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,6 +140,20 @@ _DAMAGED_CODES = frozenset({sqlite3.SQLITE_ERROR, sqlite3.SQLITE_CORRUPT, sqlite
 _REFUSED_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
                             sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY,
                             sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_PROTOCOL})
+
+
+def _wal_hint(path: Path, exc: sqlite3.Error) -> str:
+    """What to do about a read-only open SQLite refused for the WAL index it could not create."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code not in (sqlite3.SQLITE_READONLY_DIRECTORY, sqlite3.SQLITE_CANTOPEN) or os.access(path.parent, os.W_OK):
+        return ""
+    if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists():
+        return ("; it is in WAL mode with a -wal file but no -shm, which SQLite needs to create and its directory is "
+                "read-only to you: a collector stopped without closing it; read a copy of the database with its "
+                "-wal, or start the collector once on it")
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return ""
+    return "; its directory is read-only to you and SQLite needs to create a -shm file beside it (WAL mode)"
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -263,6 +278,8 @@ class CollectorStore:
         SQLite refuses every write, and is never created nor given a schema (found by a user fuzzing the auditor:
         `collector export` on an empty file wrote a whole schema into it)."""
         self.path = Path(path)
+        #: Read-only: the ``-wal``/``-shm`` files this connection made beside the database (see `close`).
+        self._made_wal_files = False
         if self.path.parent and not self.path.parent.exists():
             raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
         if self.path.is_dir():
@@ -272,7 +289,7 @@ class CollectorStore:
             # isolation_level=None: we open transactions explicitly (BEGIN IMMEDIATE), so a commit
             # happens exactly where the code says, never implicitly.
             if read_only:
-                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+                self._db = self._connect_read_only()
             else:
                 self._db = sqlite3.connect(self.path, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -284,7 +301,12 @@ class CollectorStore:
             # A full disk or a file we may not open is not a foreign file: say what failed.
             code = _primary_code(exc)
             if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
-                raise InputError(f"{self.path}: cannot open the collector database ({exc})") from None
+                hint = _wal_hint(self.path, exc) if read_only else ""
+                raise InputError(f"{self.path}: cannot open the collector database ({exc}){hint}") from None
+            if read_only and code in _REFUSED_CODES:
+                # Nothing is written here: a "cannot write ... nothing was acknowledged" would mislead.
+                hint = _wal_hint(self.path, exc)
+                raise InputError(f"{self.path}: cannot read the collector database ({exc}){hint}") from None
             if code in _REFUSED_CODES:
                 raise StorageError(str(self.path), str(exc)) from None
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
@@ -310,6 +332,39 @@ class CollectorStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection SQLite refuses every write on (``mode=ro``), the database opened (its WAL index read).
+
+        The database is in WAL mode, and a WAL reader needs the ``-shm`` (and ``-wal``) files beside it: SQLite
+        creates them when they are missing, and being read-only it cannot delete them when it closes, as the
+        last writer would (empty files left beside the database by every `collector status`); `close` has SQLite
+        delete them, by its own rule (a last connection, which may write, closing). When they are missing and
+        the directory is one SQLite cannot create them in (read-only to this user), it refuses
+        (SQLITE_READONLY_DIRECTORY): the database is then opened ``immutable``, which needs neither, read as it
+        is on disk (SQLite's documented way to read a WAL database in a read-only directory). Safe when no
+        writer can change it while it is read: no ``-wal`` or ``-shm`` exists, so no connection has it open and
+        nothing committed is outside the main file, and this user cannot start one there. Limit: a user who may
+        write there and starts a collector on it during the read, and checkpoints into the file then, could show
+        this read pages of two states (SQLite does not lock an immutable file): most likely reported as a damaged
+        database (run the command again), else a read without the newest commits. With a ``-wal`` but
+        no ``-shm`` (a collector that crashed), ``immutable`` would ignore what the WAL holds: refused, saying
+        what is wrong."""
+        resolved = self.path.resolve()  # SQLite names the WAL files after the file a symbolic link names
+        uri = resolved.as_uri()
+        wal_files = [Path(f"{resolved}{suffix}") for suffix in ("-wal", "-shm")]
+        had_wal_files = any(f.exists() for f in wal_files)
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_READONLY_DIRECTORY or had_wal_files:
+                raise
+            db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+            return db
+        self._made_wal_files = not had_wal_files and any(f.exists() for f in wal_files)
+        return db
 
     def _tables(self) -> set[str]:
         return {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -362,6 +417,18 @@ class CollectorStore:
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         self._db.close()
+        if self._made_wal_files:
+            self._made_wal_files = False
+            # The -wal and -shm this read-only connection made: a connection that may write, closing as the last
+            # one, checkpoints (nothing) and deletes them, by SQLite's own locks; beside a collector that opened
+            # the database meanwhile it is not the last, and leaves them to it. ``mode=rw`` never creates a
+            # database; nothing else is done with it. Best effort: files left behind are harmless.
+            with contextlib.suppress(sqlite3.Error, OSError):
+                cleanup = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
+                try:
+                    cleanup.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                finally:
+                    cleanup.close()
 
     def __enter__(self) -> CollectorStore:
         return self

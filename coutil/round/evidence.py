@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coutil.errors import InputError, RemoteProtocolError
-from coutil.fileio import write_text_atomic
+from coutil.fileio import read_regular_bytes, write_text_atomic
 from coutil.protocol import codec, topics
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt
 from coutil.protocol.messages import Verdict, VerdictAck
@@ -95,10 +95,14 @@ def write_evidence(path: Path, items: Iterable[Evidence]) -> None:
 def read_evidence(path: Path) -> list[Evidence]:
     """The evidence in ``path`` (`InputError`, one line, when it is not such a file)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular_bytes(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or a number of more than 4,300 digits
+    except OSError as exc:  # a directory, a symbolic link loop, a FIFO (refused, never waited on), permission
+        raise InputError(f"{path}: cannot read the evidence ({exc.strerror or exc})") from None
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:  # bad JSON or UTF-8, or a number of more than 4,300 digits
         raise InputError(f"{path}: not a JSON evidence file ({exc})") from None
     except RecursionError:
         raise InputError(f"{path}: not an evidence file (JSON nested too deep)") from None

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from coutil.errors import InputError, RemoteProtocolError
-from coutil.fileio import write_text_atomic
+from coutil.fileio import read_regular_bytes, write_text_atomic
 from coutil.protocol import codec, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.events import CollectorEvent, RegistrationAccepted, VerdictAccepted
@@ -151,6 +151,17 @@ def _hex_list(doc: Mapping[str, Any], key: str, source: str, within: str = "") -
     return tuple(_hex(item, f"{where}[{i}]", source) for i, item in enumerate(value))
 
 
+def _json_type(value: object) -> str:
+    """``value``'s JSON type, as the file says it (``[1]`` is an array, ``null`` null), not Python's name."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {"str": "string", "list": "array", "dict": "object"}.get(type(value).__name__, type(value).__name__)
+
+
 def transcript_from_document(doc: object, source: str = "transcript") -> Transcript:
     """Parse a transcript's JSON object; `InputError` naming the problem for anything malformed."""
     if not isinstance(doc, dict):
@@ -167,15 +178,19 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
                                                    for k, v in exclusions.items()):
         raise InputError(f"{source}: exclusions is not an object of sid -> reason")
     phase = doc.get("phase", "")
+    if not isinstance(phase, str):
+        # Unsigned, but the checks read it (whether the round went past its release): a string or nothing.
+        raise InputError(f"{source}: phase is a JSON {_json_type(phase)}, not a string (the collector's phase: "
+                         "done, aborted, ...)")
     flags: dict[str, bool] = {}
     for key in ("registrations_included", "shuffle_starts_included", "run_evidence_included"):
         flag = doc.get(key, False)
         if not isinstance(flag, bool):
-            raise InputError(f"{source}: {key} is a JSON {type(flag).__name__}, not a boolean (true or false)")
+            raise InputError(f"{source}: {key} is a JSON {_json_type(flag)}, not a boolean (true or false)")
         flags[key] = flag
     return Transcript(
         round_id=_hex(doc["round"], "round", source),
-        phase=phase if isinstance(phase, str) else str(phase),
+        phase=phase,
         collector_key=_hex(doc["collector_key"], "collector_key", source),
         announce=_hex(doc["announce"], "announce", source),
         roster=_hex(doc["roster"], "roster", source) if doc.get("roster") is not None else None,
@@ -213,12 +228,14 @@ def _run_evidence(doc: Mapping[str, Any], source: str) -> dict[tuple[int, int], 
 def read_transcript(path: Path) -> Transcript:
     """Read a transcript file; `InputError` (exit 2) when it is missing or not a transcript."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a transcript.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:  # a symbolic link loop, a FIFO (refused, never waited on), permission
+        raise InputError(f"{path}: cannot read the transcript ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
         raise InputError(f"{path}: cannot read the transcript ({exc})") from None
     try:
         doc = json.loads(text)

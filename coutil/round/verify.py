@@ -27,6 +27,7 @@ signed exclusions and runs (exclusion_evidence) in `coutil.round.verify_exclusio
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ import numpy as np
 
 from coutil.audit.subject import release_digest
 from coutil.errors import InputError
+from coutil.fileio import present, read_regular_bytes
 from coutil.protocol import merkle
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
@@ -264,9 +266,11 @@ def _check_release(r: VerifiedRound, check: Check) -> None:
 def _read_csv(path: Path, width: int, check: Check) -> np.ndarray | None:
     """release.csv's rows as a matrix of ``width`` columns (None, and ``check`` failed, when it is not one)."""
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            lines = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        lines = list(csv.reader(io.StringIO(read_regular_bytes(path).decode("utf-8"), newline="")))
+    except OSError as exc:
+        check.fail(f"{path.name}: cannot read it ({exc.strerror or exc})")
+        return None
+    except (UnicodeDecodeError, csv.Error) as exc:
         check.fail(f"{path.name}: cannot read it ({exc})")
         return None
     rows = [row for row in lines[1:] if row]
@@ -283,8 +287,13 @@ def _read_csv(path: Path, width: int, check: Check) -> np.ndarray | None:
 
 def _read_manifest(path: Path, check: Check) -> dict[str, object] | None:
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or a number of more than 4,300 digits
+        text = read_regular_bytes(path)
+    except OSError as exc:  # a directory, a symbolic link loop, a FIFO (refused, never waited on), permission
+        check.fail(f"{path.name}: cannot read it ({exc.strerror or exc})")
+        return None
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:  # bad JSON or UTF-8, or a number of more than 4,300 digits
         check.fail(f"{path.name}: not JSON ({exc})")
         return None
     except RecursionError:
@@ -301,15 +310,15 @@ def _unsigned_files(r: VerifiedRound, check: Check, directory: Path) -> None:
     (an aborted round writes them empty), or they are files no signature covers."""
     held = []
     csv_path, manifest_path = directory / "release.csv", directory / "manifest.json"
-    if csv_path.exists():
+    if present(csv_path):
         try:
-            lines = csv_path.read_bytes().splitlines()
+            lines = read_regular_bytes(csv_path).splitlines()
         except OSError as exc:  # a directory, unreadable: as `_check_release_files` reads a release.csv
             check.fail(f"{csv_path.name}: cannot read it ({exc.strerror or exc})")
             lines = []
         if any(line.strip() for line in lines[1:]):
             held.append(f"{csv_path.name} holds records")
-    if manifest_path.exists():
+    if present(manifest_path):  # a symbolic link loop too: read, and failed, never taken for no manifest
         manifest = _read_manifest(manifest_path, check)
         if manifest is not None and (manifest.get("group_sizes") or manifest.get("group_ids")):
             held.append(f"{manifest_path.name} names released groups")
@@ -337,9 +346,11 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
         return
     path = directory / "release.csv"
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            header = next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        header = next(csv.reader(io.StringIO(read_regular_bytes(path).decode("utf-8"), newline="")), [])
+    except OSError as exc:  # a directory, a symbolic link loop, a FIFO (refused, never waited on), permission
+        check.fail(f"{path.name}: cannot read it ({exc.strerror or exc})")
+        return
+    except (UnicodeDecodeError, csv.Error) as exc:
         check.fail(f"{path.name}: cannot read it ({exc})")
         return
     if tuple(header) != r.release.columns:
@@ -354,7 +365,7 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
         row = int(np.argwhere((values != matrix).any(axis=1))[0][0])
         check.fail(f"{path.name}: row {row + 2} differs from the signed release")
     manifest_path = directory / "manifest.json"
-    if manifest_path.exists():
+    if present(manifest_path):  # a symbolic link loop too: read, and failed, never taken for no manifest
         manifest = _read_manifest(manifest_path, check)
         if manifest is None:
             return
@@ -368,7 +379,7 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
             check.fail(f"{manifest_path.name}: round_id {str(manifest.get('round_id'))[:64]} is not the transcript's")
     if check.status == "pass":
         check.notes.append("release.csv holds exactly the signed release's rows"
-                           + ("; manifest.json its digest and groups" if manifest_path.exists() else ""))
+                           + ("; manifest.json its digest and groups" if present(manifest_path) else ""))
 
 
 def _check_privacy_label(r: VerifiedRound, check: Check, directory: Path | None) -> None:
@@ -648,8 +659,9 @@ def _verify_published(path: Path, evidence: list[Evidence] | None) -> VerifyResu
         # long, a directory the user may not search): the user's path, exit 2.
         is_dir = path.is_dir()
         file = path / TRANSCRIPT_NAME if is_dir else path
-        exists = file.exists()
-        has_evidence = is_dir and (path / EVIDENCE_NAME).exists()
+        # A symbolic link loop (or one to nothing) is present: read, and refused by name, never taken for absent.
+        exists = present(file)
+        has_evidence = is_dir and present(path / EVIDENCE_NAME)
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if is_dir:

@@ -71,7 +71,9 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
       The one exemption: `blamed_unsolicited` of a member of her group's last run, with no statement,
       which is a blame after her group's reveal_open (no run follows it, the protocol signs nothing):
       her record is then counted among her group's released records (`membership`);
-    - every member a statement excludes for a reason other than `merged` is in the summary.
+    - every member a statement excludes for a reason other than `merged` is in the summary;
+    - every group of the signed release has a run (a shuffle_start with members): the flag says the
+      transcript holds them all.
     """
     if not need(r, check):
         return
@@ -86,6 +88,14 @@ def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
                    "the collector's unsigned summary, the runs are not checked")
         return
     runs = r.runs()
+    if r.release is not None:
+        # `shuffle_starts_included` says the transcript holds every shuffle_start the collector published, and
+        # no group's records are opened but in a run (SPEC §4 share.1): a released group with none is withheld
+        # evidence (an empty list with the flag true passed every check, found by fuzzing the auditor).
+        with_runs = {group for (group, _run), s in runs.items() if s.members}
+        for group in sorted(set(r.release.group_ids) - with_runs):
+            check.fail(f"group {group} is released, and the transcript, which says it holds every shuffle_start "
+                       "the collector published (shuffle_starts_included), holds no run of it")
     for s in r.shuffle_starts:
         if runs[(s.group, s.run)] != s:
             check.fail(f"group {s.group} run {s.run}: two different shuffle_starts (split view of the run)")

@@ -319,3 +319,103 @@ def test_the_service_stops_on_a_full_disk_and_every_registration_it_acknowledged
     with CollectorStore(world.db) as reopened:
         stored = {r.subject_key for r in reopened.load_round(world.service.round_id).registrations}
     assert acked and len(stored) < N and acked <= stored
+
+
+# ------------------------------------------------------------------------------ C: reading, and nothing else
+
+def _wal_files(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name in (db.name + "-wal", db.name + "-shm"))
+
+
+@pytest.mark.parametrize("argv", [["status", "--json"], ["rounds"]])
+def test_a_read_only_command_leaves_no_wal_files_beside_the_database(
+        tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A read-only connection to a WAL database makes its -wal and -shm and, read-only, cannot delete them when
+    it closes: every `collector status` left two empty files beside a database no collector had open."""
+    db = _stored_db(tmp_path / "c.sqlite", registrations=3)
+    assert main(["collector", *argv, "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert _wal_files(db) == []
+
+
+def test_a_read_beside_a_running_collector_leaves_its_wal_files_and_sees_its_commits(tmp_path: Path) -> None:
+    """The WAL files of a collector that has the database open are its own: a reader uses them (it needs the -shm
+    to see what is committed but not checkpointed) and leaves them."""
+    db = _stored_db(tmp_path / "c.sqlite", registrations=3)
+    with CollectorStore(db) as service:
+        service.record_registration(ROUND, _key(50), b"r", b"d", 130.0)
+        assert _wal_files(db) == ["c.sqlite-shm", "c.sqlite-wal"]
+        with CollectorStore(db, read_only=True) as reader:
+            assert len(reader.load_round(ROUND).registrations) == 4
+        assert _wal_files(db) == ["c.sqlite-shm", "c.sqlite-wal"]
+        assert service.record_registration(ROUND, _key(51), b"r", b"d", 131.0)
+    assert _wal_files(db) == []  # the service, the last to close, checkpoints and deletes them
+
+
+class _RefusedConnection:
+    """What SQLite answers a ``mode=ro`` reader of a WAL database without -shm in a directory it may not write."""
+
+    def execute(self, *args: object) -> None:
+        exc = sqlite3.OperationalError("attempt to write a readonly database")
+        exc.sqlite_errorcode = sqlite3.SQLITE_READONLY_DIRECTORY  # type: ignore[attr-defined]
+        exc.sqlite_errorname = "SQLITE_READONLY_DIRECTORY"  # type: ignore[attr-defined]
+        raise exc
+
+    def close(self) -> None:
+        pass
+
+
+def _directory_read_only(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The condition simulated (root ignores permissions): SQLite refuses the plain read-only open."""
+    real = sqlite3.connect
+    opened: list[str] = []
+
+    def connect(database: str, *args: object, **kwargs: object) -> object:
+        opened.append(str(database))
+        if "mode=ro" in str(database) and "immutable=1" not in str(database):
+            return _RefusedConnection()
+        return real(database, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("coutil.collector.storage.sqlite3.connect", connect)
+    access = os.access
+    monkeypatch.setattr("coutil.collector.storage.os.access",
+                        lambda path, mode, **kwargs: mode != os.W_OK and access(path, mode, **kwargs))
+    return opened
+
+
+def test_a_database_in_a_read_only_directory_is_read_by_the_read_only_commands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """They said "cannot write the collector database ... nothing was acknowledged" (found by a user): SQLite
+    cannot make the -shm a WAL reader needs; with none there, no collector has the database open, and it is read
+    immutable, as it is on disk."""
+    db = _stored_db(tmp_path / "c.sqlite", registrations=3)
+    opened = _directory_read_only(monkeypatch)
+    assert main(["collector", "status", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["registered"] == 3
+    assert any("immutable=1" in uri for uri in opened) and _wal_files(db) == []
+
+
+def test_a_wal_without_its_shm_in_a_read_only_directory_is_refused_saying_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Read immutable, the commits a crashed collector's -wal holds would be ignored: refused, saying what is wrong
+    (not "cannot write")."""
+    db = _stored_db(tmp_path / "c.sqlite", registrations=3)
+    db.with_name(db.name + "-wal").write_bytes(b"")
+    opened = _directory_read_only(monkeypatch)
+    assert main(["collector", "status", "--db", str(db)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{db}: cannot read the collector database" in line and "-wal file but no -shm" in line, line
+    assert "cannot write" not in line and not any("immutable=1" in uri for uri in opened)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes a read-only directory: simulated above")
+def test_a_database_in_a_really_read_only_directory_is_read(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    db = _stored_db(tmp_path / "d" / "c.sqlite", registrations=3)
+    db.parent.chmod(0o555)
+    try:
+        with CollectorStore(db, read_only=True) as store:
+            assert len(store.load_round(ROUND).registrations) == 3
+        assert _wal_files(db) == []
+    finally:
+        db.parent.chmod(0o755)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -147,3 +148,90 @@ def test_a_signed_announce_without_a_positive_step_timeout_fails_the_parameters(
     code, result, err = verify(_copy(honest, tmp_path, no_step), capsys)
     assert code == 3 and "internal error" not in err, err
     assert any("step_timeout" in p for p in failed(result)["parameters"]), failed(result)
+
+
+@pytest.mark.parametrize("phase, kind", [(["done"], "array"), ({"a": 1}, "object"), (3, "number"), (None, "null"),
+                                         (True, "boolean")])
+def test_a_phase_that_is_not_a_string_names_the_file_and_field(
+        honest: Run, tmp_path: Path, phase: object, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checks read the (unsigned) phase: it was taken whatever its JSON type, as its Python str(), and every
+    check passed."""
+    directory = _copy(honest, tmp_path, lambda doc: doc.update(phase=phase))
+    assert main(["verify", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) and f"{directory / 'transcript.json'}: phase is a JSON {kind}, not a string" in err, err
+
+
+def test_shuffle_starts_said_included_but_left_out_fail(honest: Run, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`shuffle_starts_included: true` says the transcript holds every shuffle_start the collector published; with
+    an empty list (and no exclusion in the summary) every check passed, though each released group ran."""
+    directory = _copy(honest, tmp_path, lambda doc: doc.update(shuffle_starts=[], shuffle_starts_included=True))
+    code, result, err = verify(directory, capsys)
+    assert code == 3 and "internal error" not in err, err
+    assert result["first_problem"].startswith("exclusion_evidence: group 0 is released, and the transcript, which "
+                                              "says it holds every shuffle_start"), result["first_problem"]
+    # Said not included: the check is skipped (and counted), as before.
+    directory = _copy(honest, tmp_path / "flag", lambda doc: doc.update(shuffle_starts=[],
+                                                                        shuffle_starts_included=False))
+    code, result, _ = verify(directory, capsys)
+    assert code == 0 and "exclusion_evidence" in result["skipped"], result
+
+
+def _loop(path: Path) -> None:
+    path.symlink_to(path.name)
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("name, make, words", [
+    ("manifest.json", _loop, "Too many levels of symbolic links"),
+    ("manifest.json", Path.mkdir, "Is a directory"),
+    ("manifest.json", _fifo, "not a regular file (a FIFO)"),
+    ("release.csv", _fifo, "not a regular file (a FIFO)"),
+    ("release.csv", _loop, "Too many levels of symbolic links"),
+])
+def test_a_release_file_that_is_no_regular_file_fails_release_files_at_once(
+        honest: Run, tmp_path: Path, name: str, make: Callable[[Path], None], words: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A manifest.json that is a symbolic link loop was taken for no manifest (every check passed), a FIFO hung
+    verify (waiting for a writer), a directory said "not JSON"."""
+    directory = _copy(honest, tmp_path, lambda doc: None)
+    (directory / name).unlink()
+    make(directory / name)
+    code, result, err = verify(directory, capsys)
+    assert code == 3 and "internal error" not in err, err
+    assert f"{name}: cannot read it ({words})" in failed(result)["release_files"], failed(result)
+
+
+@pytest.mark.parametrize("name, make, words", [
+    ("transcript.json", _loop, "cannot read the transcript (Too many levels of symbolic links)"),
+    ("transcript.json", _fifo, "cannot read the transcript (not a regular file (a FIFO))"),
+    ("evidence.json", _loop, "cannot read the evidence (Too many levels of symbolic links)"),
+    ("evidence.json", _fifo, "cannot read the evidence (not a regular file (a FIFO))"),
+])
+def test_a_transcript_or_evidence_that_is_no_regular_file_is_exit_2_naming_it(
+        honest: Run, tmp_path: Path, name: str, make: Callable[[Path], None], words: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A FIFO hung verify; a transcript.json that is a symbolic link loop was "no transcript.json", an evidence.json
+    one was taken for no evidence (its checks skipped)."""
+    directory = _copy(honest, tmp_path, lambda doc: None)
+    (directory / name).unlink()
+    make(directory / name)
+    assert main(["verify", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) and f"{directory / name}: {words}" in err, err
+
+
+def test_a_collector_key_with_whitespace_around_it_is_the_key(honest: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    """Around it (a key read from a file ends with a newline): the key; inside it: refused, saying so (taken
+    before, as `bytes.fromhex` skips any whitespace: two halves pasted apart were one key)."""
+    key = honest.collector.public_key.hex()
+    for given in (f" {key}\n", f"{key}\r\n", f"\t{key} "):
+        assert main(["verify", str(honest.directory), "--collector-key", given]) == 0
+        capsys.readouterr()
+    assert main(["verify", str(honest.directory), "--collector-key", f"{key[:10]} {key[10:]}"]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) and "bad --collector-key" in err and "whitespace inside it" in err, err
