@@ -127,8 +127,8 @@ def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A member who tampers with her batch is excluded `blamed_tamper`; the service stores the signed messages
     of the run that proved it (its ``run_evidence`` table), the transcript it exports carries them (version 3),
-    and the auditor's replay finds the same culprit (`blame_evidence`). Without them the blame is skipped
-    as the collector's word, which it said nothing about before."""
+    and the auditor's replay finds the same culprit (`blame_evidence`). Without them verify fails: the signed
+    announce commits to them (SPEC §8.5; before that commitment the blame was only skipped, the collector's word)."""
     world = _world(tmp_path, strategies={0: Tamper})
     path, document = _finish_and_export(world, tmp_path)
     tamperer = world.subjects[0].sid
@@ -142,6 +142,6 @@ def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it
     assert "1 `blamed_*` exclusion(s), each proven" in checks["blame_evidence"]["notes"][0]
     document["run_evidence"], document["run_evidence_included"] = [], False
     path.write_text(json.dumps(document))
-    assert main(["verify", str(path), "--json"]) == 0
+    assert main(["verify", str(path), "--json"]) == 3
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
-    assert checks["blame_evidence"]["status"] == "skip"
+    assert checks["blame_evidence"]["status"] == "fail" and "withheld" in checks["blame_evidence"]["problems"][0]

@@ -107,7 +107,8 @@ def test_evidence_without_the_blames_proves_nothing(tmp_path: Path, capsys: pyte
     """The replay needs the run's messages: with the members' blames (their outer secrets, which re-execution
     needs) left out of the evidence the tamperer's exclusion is not proven; an envelope altered is a bad
     signature; no evidence of the run at all is a blame with nothing to show; a transcript without run
-    evidence (an older coutil's) skips the check, saying how many blames are then the collector's word."""
+    evidence fails, its announce committing to it (SPEC §8.5: withheld, a downgrade; an older coutil's round,
+    announced without the commitment, skips the check: tests/verify/test_verify_forgeries.py)."""
     out = _simulate(tmp_path, "tamper", 3, '[[adversary.subjects]]\nstrategy = "tamper"\nrows = [4]\n')
     path = out / "transcript.json"
     honest = json.loads(path.read_text())
@@ -131,7 +132,7 @@ def test_evidence_without_the_blames_proves_nothing(tmp_path: Path, capsys: pyte
     check = forged(None)
     assert check["status"] == "fail" and "holds no evidence of run 0" in check["problems"][0], check
     check = forged(None, included=False)
-    assert check["status"] == "skip" and "1 signed `blamed_*` exclusion(s)" in check["notes"][0], check
+    assert check["status"] == "fail" and "withheld (a downgrade)" in check["problems"][0], check
     path.write_text(json.dumps(honest))
     assert _verify(out, capsys)[0] == 0
 

@@ -171,8 +171,35 @@ def test_an_honest_merge_verifies_with_and_without_the_shuffle_starts(
     forge.doc["shuffle_starts"], forge.doc["shuffle_starts_included"] = [], False
     forge.path.write_text(json.dumps(forge.doc))
     code, result, _ = verify(run.directory, capsys)
+    # Its announce commits to them (SPEC §8.5): withheld, whatever else holds.
+    assert code == 3 and list(failed(result)) == ["exclusion_evidence"], failed(result)
+    assert "withheld (a downgrade)" in result["first_problem"]
+
+
+def test_an_older_rounds_merge_verifies_without_the_shuffle_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round of an older coutil: its announce without the commitment to the evidence (its subjects did not
+    require it); its transcript without shuffle_starts skips exclusion_evidence (counted), the rest holds."""
+    _older_round(monkeypatch)
+    run = run_round(tmp_path, **MERGE_ROUND)  # type: ignore[arg-type]
+    forge = Forge(run)
+    forge.doc["shuffle_starts"], forge.doc["shuffle_starts_included"] = [], False
+    forge.path.write_text(json.dumps(forge.doc))
+    code, result, _ = verify(run.directory, capsys)
     assert code == 0, result["first_problem"]
     assert result["skipped"] == ["exclusion_evidence"] and "1 check(s) skipped" in result["summary"]
+
+
+def _older_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds announced as by a coutil before the commitment to the evidence (SPEC §8.5), its subjects not asking
+    for it: what an auditor still reads, with the checks that need the evidence skipped."""
+    from coutil.protocol import subject
+    from coutil.protocol.config import TRANSCRIPT_COMMITMENT, RoundConfig
+
+    current = RoundConfig.manifest
+    monkeypatch.setattr(RoundConfig, "manifest",
+                        lambda self: tuple(e for e in current(self) if e != TRANSCRIPT_COMMITMENT))
+    monkeypatch.setattr(subject, "commits_to_evidence", lambda manifest: True)
 
 
 def test_a_fake_merge_into_a_group_of_the_collectors_choosing_is_caught(
@@ -511,7 +538,9 @@ def test_an_unsigned_release_csv_beside_a_transcript_without_release_is_a_failur
     assert code == 0 and "release_files" in result["skipped"]
 
 
-def test_a_transcript_without_shuffle_starts_skips_the_exclusion_evidence(tmp_path: Path) -> None:
+def test_a_transcript_without_shuffle_starts_skips_the_exclusion_evidence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _older_round(monkeypatch)
     run = run_round(tmp_path, n=22)
     document = json.loads((run.directory / "transcript.json").read_text())
     document.update(shuffle_starts=[], shuffle_starts_included=False)

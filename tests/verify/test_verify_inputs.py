@@ -171,11 +171,12 @@ def test_shuffle_starts_said_included_but_left_out_fail(honest: Run, tmp_path: P
     assert code == 3 and "internal error" not in err, err
     assert result["first_problem"].startswith("exclusion_evidence: group 0 is released, and the transcript, which "
                                               "says it holds every shuffle_start"), result["first_problem"]
-    # Said not included: the check is skipped (and counted), as before.
+    # Said not included: the round's signed announce commits to them (SPEC §8.5, manifest transcript = 3), so that
+    # fails too (a downgrade); a round announced without the commitment, an older coutil's, skips the check.
     directory = _copy(honest, tmp_path / "flag", lambda doc: doc.update(shuffle_starts=[],
                                                                         shuffle_starts_included=False))
     code, result, _ = verify(directory, capsys)
-    assert code == 0 and "exclusion_evidence" in result["skipped"], result
+    assert code == 3 and "withheld (a downgrade)" in result["first_problem"], result
 
 
 def _loop(path: Path) -> None:
