@@ -327,18 +327,42 @@ def _no_partner(g: _Grouping, r: VerifiedRound, check: Check) -> None:
     """A group dissolved `below_k_no_partner` had no group to merge into (SPEC §4): none certainly sealed when its
     closing shuffle_start was issued (`_sealed_at`, as for a merge) would have taken its members in every state it
     may have had then (found by the reviewer of the size rule: the claim was never checked, and a collector could
-    exclude the members of a group fallen below k in place of merging them)."""
+    exclude the members of a group fallen below k in place of merging them). Groups dissolved so at one instant (one
+    step, whose order is not signed) need an order in which none would have fitted into one dissolved after it, still
+    sealed then (found by an attacker of `_no_partner`: the last two groups, fallen below k at one `now`, each
+    dissolved `below_k_no_partner` beside the other, which `_sealed_at` leaves out as closed at that time; an honest
+    collector merges the first into the second)."""
+    closings: list[tuple[float, int, int, int | None]] = []  # (time, group, members left, its sealed size before)
     for (label, run), s in sorted(r.runs().items()):
         left = {key for key, reason in s.excluded if reason == "below_k_no_partner"}
         if s.members or not left or label not in g.expected:
             continue
         t = r.issued(s)
+        before = [p for p in g.runs_of.get(label, []) if p.run < run and p.members]
+        sealed = bool(before) and before[-1].run == run - 1 and all(key in g.index for key in before[-1].members)
+        closings.append((t, label, len(left), len(before[-1].members) if sealed else None))
         for other, possible in _sealed_at(g, r, t):
             if other != label and possible and all(size + len(left) <= g.max_members for _, size in possible):
                 check.fail(f"group {label} run {run} excludes {len(left)} members `below_k_no_partner` at {t:.3f}, "
                            f"and group {other}, still sealed, would have taken them: a group fallen below k merges "
                            "while one fits")
                 break
+    closings.sort()
+    while closings:
+        instant = [c for c in closings if _same_time(c[0], closings[0][0])]
+        closings = closings[len(instant):]
+        pending = list(instant)
+        while pending:
+            # One that would fit into none of the others still sealed can come first; none: every order fails.
+            first = next((c for c in pending if not any(
+                other is not c and other[3] is not None and other[3] + c[2] <= g.max_members for other in pending)),
+                None)
+            if first is None:
+                check.fail(f"groups {sorted(c[1] for c in pending)} all exclude their members `below_k_no_partner` at "
+                           f"{pending[0][0]:.3f}: whichever dissolved first, another was still sealed and would have "
+                           "taken its members")
+                break
+            pending.remove(first)
 
 
 def _suppressed_before_merges(r: VerifiedRound, check: Check, merges: Sequence[tuple[int, float]]) -> None:
