@@ -44,6 +44,7 @@ from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, ch
 from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
 from coutil.round.evidence import EVIDENCE_NAME, Evidence, VerdictEvidence, check_evidence, read_evidence
+from coutil.round.report import typed_manifest
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
 from coutil.round.verify_blames import check_blame_evidence
 from coutil.round.verify_exclusions import check_exclusion_evidence
@@ -329,6 +330,21 @@ def _unsigned_files(r: VerifiedRound, check: Check, directory: Path) -> None:
         check.skip(f"no signed release (phase {r.transcript.phase}); release.csv and manifest.json release nothing")
 
 
+def _check_manifest_entries(written: object, signed: Sequence[tuple[str, str]], name: str, check: Check) -> None:
+    """manifest.json's ``manifest``: the signed announce's parameters as the collector writes them (`typed_manifest`).
+    Data users read k, the method and SafePub's epsilon there; before this check any values passed (found by an
+    attacker of the privacy label: an MDAV round at k = 3 written as SafePub at k = 40, epsilon 0.01, verified)."""
+    try:
+        expected = json.loads(json.dumps(typed_manifest(signed)))
+    except (ValueError, TypeError, RecursionError):  # a signed entry typed_manifest cannot read: the text entries
+        expected = dict(signed)
+    if written != expected and written != dict(signed):
+        keys = sorted(key for key in set(written) | set(expected) if written.get(key) != expected.get(key)) \
+            if isinstance(written, dict) and isinstance(expected, dict) else []
+        check.fail(f"{name}: manifest is not the signed announce's parameters"
+                   + (f" ({', '.join(str(key)[:64] for key in keys[:8])})" if keys else ""))
+
+
 def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None) -> None:
     if directory is None:
         check.skip("a transcript alone: no release.csv to compare")
@@ -377,6 +393,8 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
             check.fail(f"{manifest_path.name}: group_ids/group_sizes are not the signed release's")
         if manifest.get("round_id") != rel.round_id.hex():
             check.fail(f"{manifest_path.name}: round_id {str(manifest.get('round_id'))[:64]} is not the transcript's")
+        if "manifest" in manifest and r.announce is not None:
+            _check_manifest_entries(manifest["manifest"], r.announce.params.manifest, manifest_path.name, check)
     if check.status == "pass":
         check.notes.append("release.csv holds exactly the signed release's rows"
                            + ("; manifest.json its digest and groups" if present(manifest_path) else ""))

@@ -39,8 +39,10 @@ def _check_statement(r: VerifiedRound, check: Check, s: ShuffleStart, previous: 
     member the assigns show moved out of that MDAV group), ``silent`` no sooner than its step deadline."""
     group, run = s.group, s.run
     if reason == "suppressed_class":
-        return  # SafePub: a class below k is closed before any run (SPEC §9.1)
-    if previous is None:
+        _check_suppressed_class(r, check, s, previous, key)
+        if previous is None:
+            return
+    elif previous is None:
         assign = next((a for a in r.assigns if a.subject == key), None)
         moved_out = reason == "merged" and assign is not None and assign.group != group \
             and key in r.formed.get(group, ())
@@ -54,6 +56,32 @@ def _check_statement(r: VerifiedRound, check: Check, s: ShuffleStart, previous: 
     if reason == "silent" and r.issued(s) < previous.deadline - 1e-6:
         check.fail(f"group {group} run {run} excludes {sid_of(key)} as silent {previous.deadline - r.issued(s):.3g} "
                    f"s before run {run - 1}'s step deadline (drop-subject)")
+
+
+def _check_suppressed_class(r: VerifiedRound, check: Check, s: ShuffleStart, previous: ShuffleStart | None,
+                            key: bytes) -> None:
+    """`suppressed_class` (SPEC §9.1) is SafePub's suppression of a class below k: stated only in a class's closing
+    shuffle_start, either before any run (a class formed below k: none of its members assigned, and below k on the
+    registrations when they are in) or once its exclusions left it below k (fewer than k members suppressed).
+    Anywhere else it would be an exclusion with no deadline and no proof (a live member dropped at once, a silent
+    one passed off as suppressed to keep a differential-privacy label: found by an attacker of that label)."""
+    group, run = s.group, s.run
+    method = r.announce.params.method if r.announce is not None else None
+    why = ""
+    if method != "safepub":
+        why = f"a {method} round suppresses no class"
+    elif s.members:
+        why = "in a run that goes on (only a class's closing shuffle_start suppresses it)"
+    elif previous is None:
+        formed = r.formed.get(group)
+        if any(a.subject == key for a in r.assigns):
+            why = "assigned, yet before any run of her class"
+        elif formed is not None and len(formed) >= r.k:
+            why = f"before any run of a class of {len(formed)} members, not below k = {r.k}"
+    elif sum(1 for _, reason in s.excluded if reason == "suppressed_class") >= r.k:
+        why = f"with k = {r.k} or more members left (the class could run again)"
+    if why:
+        check.fail(f"group {group} run {run} excludes {sid_of(key)} as suppressed_class {why} (drop-subject)")
 
 
 def check_exclusion_evidence(r: VerifiedRound, check: Check) -> None:
