@@ -118,7 +118,8 @@ def test_a_dp_label_resting_on_an_unsigned_exclusion_summary_is_not_verified(
     _relabel(run.directory, label)
     code, result, _ = verify(run.directory, capsys)
     check = _privacy_check(result)
-    assert code == 0, failed(result)
+    # The announce commits to the shuffle_starts (SPEC §8.5): withholding them fails; the label is not verified.
+    assert code == 3 and "withheld (a downgrade)" in failed(result)["exclusion_evidence"][0], failed(result)
     assert check["status"] == "skip", check
     assert any("was not verified" in note for note in check["notes"]), check
     assert result["summary"] != "every check passes"
