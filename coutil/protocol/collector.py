@@ -321,7 +321,8 @@ class CollectorNode(CollectorCore):
 
     def _form_groups(self, qi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """`form_groups` of the roster's QIs (a deviating collector forms others)."""
-        return form_groups(qi, self.config)
+        assert self._tree is not None
+        return form_groups(qi, self.config, self._order, self._tree.root)
 
     # ------------------------------------------------------------------ outages
     def on_transport(self, up: bool, now: float) -> list[Outgoing]:

@@ -9,7 +9,8 @@ exactly those centralized MDAV forms (or SafePub's announced classes, the large 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,14 +53,31 @@ class ReleaseRows:
     sizes: tuple[int, ...]
 
 
-def form_groups(qi: np.ndarray, config: RoundConfig) -> tuple[np.ndarray, np.ndarray, int]:
+#: Domain separation of the SafePub cut order (SPEC §9.1).
+CUT_ORDER_TAG = b"coutil/v2 safepub cut"
+
+
+def safepub_cut_order(keys: Sequence[bytes], roster_root: bytes) -> np.ndarray:
+    """The order in which SafePub cuts its large classes (SPEC §9.1): roster entries (``keys`` in roster order) by
+    SHA-256(tag || roster root || key). Not the sorted keys themselves: a collector picks the keys of identities of
+    its own, and Sybils whose keys were ground to sort beside a victim's made every part holding her theirs (found by
+    an attacker of the cut). The root depends on every registration, so each attempt at another order re-draws all
+    of it: a part of Sybils around her then takes about (class size / Sybils)^(part - 1) attempts."""
+    digests = [hashlib.sha256(CUT_ORDER_TAG + roster_root + key).digest() for key in keys]
+    return np.array(sorted(range(len(keys)), key=digests.__getitem__), dtype=np.int64)
+
+
+def form_groups(qi: np.ndarray, config: RoundConfig, keys: Sequence[bytes] = (),
+                roster_root: bytes = b"") -> tuple[np.ndarray, np.ndarray, int]:
     """(group label of every roster entry, released QI values of every group, number of groups).
 
     MDAV: its groups and centroids, exactly as centralized MDAV. SafePub: the classes of the
     announced bins, released with the bins' midpoints (data-independent, as the theorem requires), a class of more
-    than 2k - 1 cut into groups of at most that many in roster order (`safepub_groups`)."""
+    than 2k - 1 cut into groups of at most that many in the cut order of the roster (``keys``, its ``roster_root``:
+    `safepub_cut_order`, `safepub_groups`; without keys, roster order)."""
     if config.grouping == "safepub":
-        classes = safepub_groups(qi, config.safepub_bins, config.k)
+        order = safepub_cut_order(keys, roster_root) if keys else None
+        classes = safepub_groups(qi, config.safepub_bins, config.k, order)
         return classes.labels, classes.midpoints, classes.n_classes
     grouping = mdav(qi, config.k)
     return grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), grouping.n_groups

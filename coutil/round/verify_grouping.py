@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coutil.errors import InputError
+from coutil.protocol.collector_release import safepub_cut_order
 from coutil.protocol.messages import Assign, ShuffleStart
 from coutil.protocol.shuffle import largest_run_members
 from coutil.protocol.topics import sid_of
@@ -515,7 +516,7 @@ def check_grouping(r: VerifiedRound, check: Check) -> None:
     try:
         if params.method == "safepub":
             scheme = parse_scheme(dict(params.manifest).get("safepub_bins", ""), params.qi_names)
-            classes = safepub_groups(matrix, scheme, params.k)
+            classes = safepub_groups(matrix, scheme, params.k, safepub_cut_order(keys, r.roster.merkle_root))
             labels, centres, n_groups = classes.labels, classes.midpoints, int(classes.midpoints.shape[0])
         elif params.method == "mdav":
             grouping = mdav(matrix, params.k)

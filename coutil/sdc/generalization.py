@@ -114,14 +114,15 @@ def classes_of(qi: NDArray[np.float64], scheme: Scheme) -> Classes:
 
 def split_large_classes(classes: Classes, k: int) -> Classes:
     """Every class of more than ``2k - 1`` records cut into the fewest groups of at most ``2k - 1``, of near-equal
-    sizes (the first ones one larger), in record order; the other classes kept whole. Labels are renumbered in
+    sizes (the first ones one larger), in record order (a protocol round passes its records in its cut order,
+    `safepub_groups`); the other classes kept whole. Labels are renumbered in
     class order, then part order; each part keeps its class's midpoints.
 
     Why (protocol/SPEC.md §9.1): a class has no upper size, and a group's shuffle is sequential in its members,
     its largest message (a blame) growing with their square, so a large class could not run, nor convict a
     deviator within the 64 MiB every subject applies. MDAV's groups are the same size (k to 2k - 1), and so is
-    what the collector learns of them. The cut depends on record order alone (a protocol round's roster order:
-    sorted per-round keys, independent of the data), so it is post-processing of the classes: the suppression
+    what the collector learns of them. The cut depends on record order alone (a protocol round's cut order, drawn
+    from the roster root, independent of the data), so it is post-processing of the classes: the suppression
     of classes below k, which the theorem is about, is unchanged, and every part of a released class has at
     least k records (a class of s > 2k - 1 cut into p = ceil(s / (2k - 1)) parts has parts of at least
     floor(s / p) >= k)."""
@@ -144,7 +145,18 @@ def split_large_classes(classes: Classes, k: int) -> Classes:
     return Classes(labels, midpoints)
 
 
-def safepub_groups(qi: NDArray[np.float64], scheme: Scheme, k: int) -> Classes:
-    """The groups of a SafePub protocol round: the classes of ``scheme`` (``qi`` in roster order), a class of more
-    than ``2k - 1`` records cut by `split_large_classes`. The collector forms them, the auditor recomputes them."""
-    return split_large_classes(classes_of(qi, scheme), k)
+def safepub_groups(qi: NDArray[np.float64], scheme: Scheme, k: int,
+                   cut_order: NDArray[np.int64] | None = None) -> Classes:
+    """The groups of a SafePub protocol round: the classes of ``scheme``, a class of more than ``2k - 1`` records cut
+    by `split_large_classes` in ``cut_order`` (a permutation of the records; None: record order). The collector forms
+    them, the auditor recomputes them, both with the round's cut order (`coutil.protocol.collector_release`)."""
+    classes = classes_of(qi, scheme)
+    if cut_order is None:
+        return split_large_classes(classes, k)
+    order = np.asarray(cut_order, dtype=np.int64)
+    if order.shape != classes.labels.shape or not np.array_equal(np.sort(order), np.arange(order.shape[0])):
+        raise ValueError("the cut order is not a permutation of the records")
+    cut = split_large_classes(Classes(classes.labels[order], classes.midpoints), k)
+    labels = np.empty_like(cut.labels)
+    labels[order] = cut.labels
+    return Classes(labels, cut.midpoints)

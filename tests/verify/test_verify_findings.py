@@ -249,7 +249,7 @@ def test_a_safepub_class_above_2k_minus_1_runs_as_groups_of_mdav_size_that_verif
         seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A SafePub class has no upper size, and a group's shuffle is sequential in its members with its largest
     message growing with their square: one class of 1,200 members could not run at all (batches above 64 MiB).
-    Classes above 2k - 1 are cut into groups of k to 2k - 1 in roster order (SPEC §9.1), the release keeps each
+    Classes above 2k - 1 are cut into groups of k to 2k - 1 in the cut order (SPEC §9.1), the release keeps each
     class's midpoints and the same records, and the auditor recomputes the cut. Before the cut, one bin for age
     and one for height made all 30 subjects one group of 30 at k = 4."""
     config = dataclasses.replace(SAFEPUB, safepub_bins=(("age", (0.0, 150.0)), ("height", (0.0, 100.0, 300.0))))

@@ -62,7 +62,7 @@ def test_a_live_member_dropped_as_suppressed_class_is_caught(
 
 def test_a_silent_member_passed_off_as_suppressed_to_keep_the_dp_label_is_caught(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = run_round(tmp_path, SilentAsSuppressed, n=30, seed=1, config=DP_ROUND, vanish={0: 7.0, 1: 7.0, 2: 7.0})
+    run = run_round(tmp_path, SilentAsSuppressed, n=30, seed=1, config=DP_ROUND, vanish={3: 7.0})
     assert set(read_transcript(run.directory / "transcript.json").exclusions.values()) == {"suppressed_class"}
     assert _label(run.directory)["differential_privacy"] is True  # the collector's own label claims it
     code, result, _ = verify(run.directory, capsys)
@@ -105,7 +105,7 @@ def test_a_dp_label_resting_on_an_unsigned_exclusion_summary_is_not_verified(
     """A member went silent (the label cannot hold); the collector publishes its transcript without the signed
     shuffle_starts (as `collector export` does), writes her `suppressed_class` in the unsigned summary and a label
     recomputed on it: every condition then holds on what the auditor has, which is the collector's word."""
-    run = run_round(tmp_path, n=30, seed=1, config=DP_ROUND, vanish={0: 7.0, 1: 7.0, 2: 7.0})
+    run = run_round(tmp_path, n=30, seed=1, config=DP_ROUND, vanish={3: 7.0})
     path = run.directory / "transcript.json"
     doc = json.loads(path.read_text())
     assert set(doc["exclusions"].values()) == {"silent"}

@@ -1,5 +1,6 @@
-"""SafePub's cut of a class above 2k - 1 (349a7ad, SPEC §9.1) in roster order, attacked with Sybils whose per-round
-keys the collector grinds (found by an attacker of that commit; not fixed).
+"""SafePub's cut of a class above 2k - 1 (349a7ad, SPEC §9.1), attacked with Sybils whose per-round keys the
+collector grinds (found by an attacker of that commit, in roster order; defeated since the cut follows
+`safepub_cut_order`, a hash of the roster root and the key).
 
 The cut follows the sorted per-round keys, which the collector cannot choose for the subjects, but can for identities
 of its own: a key's first 12 bits equal to the victim's costs about 4,096 key generations, and no respondent's key is
@@ -10,11 +11,12 @@ since the groups are the cut the auditor recomputes. Before the cut her class he
 all 30: one bin for age, her height bin shared with most), and no number of Sybils could isolate her in it.
 
 Sybils are out of the protocol's scope (SPEC §3, the remaining limit: admission control), and MDAV rounds are open
-to them too; what changed is that a SafePub victim among other respondents of her class was safe from them, and is
-not now, at no cost the auditor or she can see (her audit's warning of a centroid equal to her QIs does not apply to
-bins' midpoints). Any order the collector can compute from the roster it can also grind (a hash of the roster root
-and the key only multiplies the work by the odds of a part of Sybils); what would close it is admission control, or a
-cut order fixed by something beyond the collector's reach after registration (a public beacon announced in advance).
+to them too. In roster order (sorted keys) the attack cost nothing the auditor or she could see. In the cut order the
+keys ground beside hers land anywhere in her class: the test below shows her not isolated. What is left (SPEC §9.1):
+any change of the registrations re-draws the whole order, so a collector can grind the roster root instead, each
+attempt a part of Sybils around her with odds of about (Sybils / class)^(part - 1): here (12 / 41)^6, some 1,600
+attempts; at the DP round's k = 34, with Sybils a third of her class, about 3^33. Closing it needs admission control,
+or a cut order fixed by a public value drawn after registration closes.
 """
 
 from __future__ import annotations
@@ -77,9 +79,6 @@ class SybilsBesideHerKey(FabricateMembers):
         return out
 
 
-@pytest.mark.xfail(strict=True, reason="SafePub's cut follows per-round keys, which a collector grinds for its Sybils: "
-                                       "a victim among 30 respondents of her class is isolated and attributed, and "
-                                       "verify passes (the Sybil limit, SPEC §3; not fixed)")
 def test_sybils_with_keys_ground_beside_hers_cannot_isolate_a_victim_in_a_large_safepub_class(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = run_round(tmp_path, SybilsBesideHerKey, n=30, seed=SEED, config=ONE_CLASS)
