@@ -507,17 +507,21 @@ class FabricateMembers(CollectorStrategy):
         rng = SeededRandom(self._rng.bytes(32))
         width = len(self.config.confidential)
         out: list[Outgoing] = []
-        assert self._announce_out is not None
         for i in range(count):
-            record = tuple(float(i + 1) for _ in range(width))
-            sybil = SubjectNode(collector_key=self.public_key, qi=qi, confidential=record, rng=rng.fork(str(i)),
-                                retry_interval=self.config.retry_interval)
-            sybil.start(now)
-            self.sybils.append(sybil)
-            self.own_records[sybil.public_key] = record
-            out.extend(sybil.receive(topics.ANNOUNCE, self._announce_out.payload, now))
+            out.extend(self._host_sybil(qi, tuple(float(i + 1) for _ in range(width)), rng.fork(str(i)), now))
         self.deviated = True
         return out
+
+    def _host_sybil(self, qi: tuple[float, ...], record: tuple[float, ...], rng: SeededRandom,
+                    now: float) -> list[Outgoing]:
+        """One identity of its own, a subject node with ``record`` at ``qi`` that it hosts, answering the announce."""
+        assert self._announce_out is not None
+        sybil = SubjectNode(collector_key=self.public_key, qi=qi, confidential=record, rng=rng,
+                            retry_interval=self.config.retry_interval)
+        sybil.start(now)
+        self.sybils.append(sybil)
+        self.own_records[sybil.public_key] = record
+        return sybil.receive(topics.ANNOUNCE, self._announce_out.payload, now)
 
     # -------------------------------------------------------------- hosting them
     def _deliver(self, topic: str, payload: bytes, now: float) -> list[Outgoing]:

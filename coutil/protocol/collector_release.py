@@ -67,17 +67,16 @@ def safepub_cut_order(keys: Sequence[bytes], roster_root: bytes) -> np.ndarray:
     return np.array(sorted(range(len(keys)), key=digests.__getitem__), dtype=np.int64)
 
 
-def form_groups(qi: np.ndarray, config: RoundConfig, keys: Sequence[bytes] = (),
-                roster_root: bytes = b"") -> tuple[np.ndarray, np.ndarray, int]:
+def form_groups(qi: np.ndarray, config: RoundConfig, keys: Sequence[bytes],
+                roster_root: bytes) -> tuple[np.ndarray, np.ndarray, int]:
     """(group label of every roster entry, released QI values of every group, number of groups).
 
     MDAV: its groups and centroids, exactly as centralized MDAV. SafePub: the classes of the
     announced bins, released with the bins' midpoints (data-independent, as the theorem requires), a class of more
-    than 2k - 1 cut into groups of at most that many in the cut order of the roster (``keys``, its ``roster_root``:
-    `safepub_cut_order`, `safepub_groups`; without keys, roster order)."""
+    than 2k - 1 cut into groups of at most that many in the cut order of the roster (``keys`` in roster order, its
+    ``roster_root``: `safepub_cut_order`, `safepub_groups`)."""
     if config.grouping == "safepub":
-        order = safepub_cut_order(keys, roster_root) if keys else None
-        classes = safepub_groups(qi, config.safepub_bins, config.k, order)
+        classes = safepub_groups(qi, config.safepub_bins, config.k, safepub_cut_order(keys, roster_root))
         return classes.labels, classes.midpoints, classes.n_classes
     grouping = mdav(qi, config.k)
     return grouping.groups, np.asarray(grouping.centroids, dtype=np.float64), grouping.n_groups

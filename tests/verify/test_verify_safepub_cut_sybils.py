@@ -29,9 +29,8 @@ import numpy as np
 import pytest
 
 from coutil.adversary.collector import FabricateMembers
-from coutil.protocol import crypto, topics
+from coutil.protocol import crypto
 from coutil.protocol.node import Outgoing, SeededRandom
-from coutil.protocol.subject import SubjectNode
 from coutil.round.transcript import read_transcript
 from tests.verify.test_verify import failed, run_round, verify
 from tests.verify.test_verify_findings import SAFEPUB
@@ -68,13 +67,7 @@ class SybilsBesideHerKey(FabricateMembers):
                     side.append(label)
         out: list[Outgoing] = []
         for i, label in enumerate(below + above):
-            record = (float(i + 1),) * len(self.config.confidential)
-            sybil = SubjectNode(collector_key=self.public_key, qi=qi, confidential=record, rng=rng.fork(label),
-                                retry_interval=self.config.retry_interval)
-            sybil.start(now)
-            self.sybils.append(sybil)
-            self.own_records[sybil.public_key] = record
-            out.extend(sybil.receive(topics.ANNOUNCE, self._announce_out.payload, now))
+            out.extend(self._host_sybil(qi, (float(i + 1),) * len(self.config.confidential), rng.fork(label), now))
         self.deviated = True
         return out
 
