@@ -199,7 +199,7 @@ class PersistentCollector:
         self.round_id = node.round_id
         self.client_id = node.client_id
         self._resume = resume
-        self._limits = codec.Limits(max_message_bytes=node.config.max_message_bytes)
+        self._limits = codec.Limits(max_message_bytes=node.config.accepted_message_bytes)
         #: The node's events, drained after every call, for the driver's `drain_events`.
         self._events: list[CollectorEvent] = []
         #: sid -> subject key of every accepted registration (exclusion events name the sid).

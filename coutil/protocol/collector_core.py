@@ -95,7 +95,7 @@ class CollectorCore:
         self.client_id = "collector-" + round_id.hex()[:8]
         self._rng = rng
         self.round_id = round_id
-        self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.max_message_bytes)
+        self._limits = limits if limits is not None else codec.Limits(max_message_bytes=config.accepted_message_bytes)
         #: The most members a merged run may have: its blames must fit what every subject accepts (SPEC §4; the
         #: config bounds MDAV's own groups by its max_message_bytes too).
         self._max_members = largest_run_members(config.confidential)

@@ -22,7 +22,7 @@ from typing import Any
 from coutil.errors import InputError
 from coutil.fileio import read_toml
 from coutil.protocol.codec import MAX_MESSAGE_BYTES
-from coutil.protocol.shuffle import largest_group, largest_run_message, run_message_limit
+from coutil.protocol.shuffle import largest_group, largest_run_members, largest_run_message, run_message_limit
 from coutil.sdc.generalization import Scheme, parse_scheme, scheme_text
 
 #: Hard caps that keep a single round within what one collector can hold.
@@ -168,6 +168,15 @@ class RoundConfig:
         object.__setattr__(self, "safepub_beta", float(beta))
         object.__setattr__(self, "safepub_epsilon", float(epsilon))
         object.__setattr__(self, "safepub_delta", float(delta))
+
+    @property
+    def accepted_message_bytes(self) -> int:
+        """The largest message the collector decodes: its ``max_message_bytes``, and never less than the largest
+        blame of a merged run (`largest_run_members`, bounded by the 64 MiB every subject applies, SPEC §4, §7.1).
+        A merge may make a run larger than the config's 2k - 1 members; a collector refusing that run's blames
+        `oversized` could not convict its deviators, and the blamers would wait out the deadline."""
+        merged = largest_run_message(largest_run_members(self.confidential), len(self.confidential))
+        return max(self.max_message_bytes, min(merged, MAX_MESSAGE_BYTES))
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -279,7 +279,7 @@ class TranscriptRecorder:
         self.client_id = node.client_id
         self.round_id = node.round_id
         self.public_key = node.public_key
-        self._limits = codec.Limits(max_message_bytes=node.config.max_message_bytes)
+        self._limits = codec.Limits(max_message_bytes=node.config.accepted_message_bytes)
         self._recorded = _Recorded()
         self._events: list[CollectorEvent] = []
 

@@ -280,3 +280,28 @@ def test_a_k_whose_groups_shuffle_messages_exceed_the_limit_is_an_input_error() 
     assert config(small, grouping="safepub", safepub_bins=bins, max_message_bytes=2**16).k == small
     with pytest.raises(InputError, match="above max_message_bytes"):
         config(small + 1, grouping="safepub", safepub_bins=bins, max_message_bytes=2**16)
+
+
+def test_a_collector_announcing_a_small_limit_still_decodes_the_blames_of_a_merged_run() -> None:
+    """A merge may form a run of up to `largest_run_members` members, above the config's 2k - 1, whose blames the
+    subjects accept up to 64 MiB. A collector announcing `max_message_bytes` = 64 KiB refused them `oversized`
+    (found by an attacker of the merge bound): it could not convict that run's deviators, and their blamers waited
+    out the deadline. It now decodes up to `RoundConfig.accepted_message_bytes` (SPEC §7.1): a 200 kB blame is
+    judged on its merits (here: from no member), and a message above even that is still `oversized`."""
+    from coutil.protocol.messages import Blame
+    from coutil.protocol.shuffle import largest_run_members, largest_run_message
+
+    small = RoundConfig(qi=("age", "height"), confidential=("income",), k=2, random_records=0,
+                        max_message_bytes=2**16)
+    merged = largest_run_message(largest_run_members(small.confidential), 1)
+    assert merged > small.max_message_bytes and small.accepted_message_bytes >= merged
+    rng = SeededRandom("collector")
+    collector = CollectorNode(small, identity=crypto.SigningKey.generate(rng), rng=rng, round_id=bytes(16))
+    collector.start(0.0)
+    key = crypto.SigningKey.generate(SeededRandom("blamer"))
+    topic = topics.subject_group(collector.round_id, key.public)
+    for size, oversized in ((200_000, False), (small.accepted_message_bytes + 1, True)):
+        blame = Blame(collector.round_id, key.public, 0, 0, bytes(32), (), bytes(32), (bytes(size),), bytes(32),
+                      b"")
+        collector.receive(topic, codec.encode(blame, key), 1.0)
+        assert (collector.rejections[-1].reason == "oversized") is oversized, collector.rejections[-1]
