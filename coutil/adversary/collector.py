@@ -34,6 +34,13 @@ shuffle_start and no run evidence (an older coutil's format), so that its exclus
 its signed announce commits to them (`TRANSCRIPT_COMMITMENT`, which every subject requires), so the auditor fails
 it (`exclusion_evidence`, `blame_evidence`).
 
+Every strategy also takes ``unsigned_transcript`` (default false): it publishes its transcript unsigned (an older
+coutil's format), so that two different copies of it would prove nothing; its announce commits to a signed one
+(`TRANSCRIPT_COMMITMENT`), so the auditor fails it (`transcript_signature`). And ``two_transcripts`` (default
+false): it hands a second auditor another transcript of the finished round, signed as the first, with every
+complaint left out (a run directory's ``transcript.second.json``): each copy alone may pass, the two together
+convict it (`coutil verify DIR --other-transcript FILE`, `transcript_signature`).
+
 The victim is a row of the data set (``victim``, default 0): the factory (`coutil.round.nodes`)
 tells the strategy her round key (``victim_key``), as a collector that knows whom it targets would
 recognise her registration.
@@ -100,7 +107,8 @@ class CollectorStrategy(CollectorNode):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        cls.PARAMS = {**cls.PARAMS, "hide_complaints": False, "withhold_evidence": False}
+        cls.PARAMS = {**cls.PARAMS, "hide_complaints": False, "withhold_evidence": False,
+                      "unsigned_transcript": False, "two_transcripts": False}
 
     def configure(self, params: Mapping[str, object]) -> None:
         self.params: dict[str, object] = {**self.PARAMS, **params}
@@ -124,6 +132,13 @@ class CollectorStrategy(CollectorNode):
         # ``withhold_evidence``: the transcript it publishes holds no shuffle_start and no run evidence, as an older
         # coutil's would, so that its exclusions (a framed member's `blamed_*` above all) are its unsigned word.
         return not self.params.get("withhold_evidence")
+
+    def sign_transcript(self, statement: bytes) -> bytes:
+        # ``unsigned_transcript``: no signature, so that two different copies would prove nothing.
+        return b"" if self.params.get("unsigned_transcript") else super().sign_transcript(statement)
+
+    def shows_two_transcripts(self) -> bool:
+        return bool(self.params.get("two_transcripts"))
 
     # -------------------------------------------------------------- hiding complaints
     def _on_verdict(self, message: Verdict, decoded: codec.Decoded, now: float) -> list[Outgoing]:

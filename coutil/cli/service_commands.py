@@ -10,6 +10,7 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -194,6 +195,21 @@ def status_command(
     err_console.print(Text("\n").join(_shown(line) for line in lines), highlight=False)
 
 
+def _transcript_signer(db: Path, collector_key: bytes) -> Callable[[bytes], bytes] | None:
+    """The collector's transcript signature with the service's identity (its secret beside the database), None when
+    that secret is missing or is another collector's."""
+    from coutil.collector.service import identity_from_secret, load_secret
+    from coutil.protocol import crypto
+
+    secret = load_secret(db)
+    if secret is None:
+        return None
+    identity = identity_from_secret(secret)
+    if identity.public != collector_key:
+        return None
+    return lambda statement: crypto.sign_transcript(identity, statement)
+
+
 @collector_app.command("export", cls=OneLineErrorsCommand)
 def export_command(
     db: DbOption,
@@ -245,8 +261,14 @@ def export_command(
                                                indent=2) + "\n")
         info["manifest_file"] = str(manifest)
     if transcript is not None:
+        sign = _transcript_signer(db, stored.collector_key)
         info["transcript"] = {"file": str(transcript),
-                              **export_transcript(stored, transcript, include_registrations=with_registrations)}
+                              **export_transcript(stored, transcript, include_registrations=with_registrations,
+                                                  sign=sign)}
+        if sign is None:
+            err_console.print(_shown(f"warning: {transcript}: unsigned (no collector secret for this database's key "
+                                     "beside it); an auditor fails an unsigned transcript of a round committed to a "
+                                     "signed one"))
     if as_json:
         emit_json(info)
     else:

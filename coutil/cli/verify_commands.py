@@ -41,14 +41,19 @@ def register(app: typer.Typer) -> None:
             "--collector-key", help="The collector's published key (hex). Needed with --evidence and no PATH (a "
             "proof convicts the key that signed it); with a PATH, the transcript must be signed by it.",
             show_default=False)] = None,
+        other_transcript: Annotated[list[Path] | None, typer.Option(
+            "--other-transcript", help="Another copy of this round's transcript (another auditor's, or a run "
+            "directory's transcript.second.json): signed by the collector and final, it must be the same statement, "
+            "else the two signatures prove the collector showed two rounds. Repeatable.", show_default=False)] = None,
     ) -> None:
         """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
         group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, no subject
-        holding two roster roots the collector signed, and every verdict a subject shows the collector
-        acknowledged present in the transcript."""
+        holding two roster roots the collector signed, every verdict a subject shows the collector
+        acknowledged present in the transcript, and the transcript signed by the collector (the same statement as
+        any other copy given)."""
         from coutil.round.verify import verify_path
 
-        result = verify_path(path, evidence or (), parse_collector_key(collector_key))
+        result = verify_path(path, evidence or (), parse_collector_key(collector_key), other_transcript or ())
         if as_json:
             emit_json(result.as_dict())
         else:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from coutil.collector.storage import CollectorStore, StoredRound
 from coutil.errors import InputError, RemoteProtocolError
 from coutil.protocol import codec, topics
 from coutil.protocol.messages import Verdict
-from coutil.round.transcript import Transcript, write_transcript
+from coutil.round.transcript import Transcript, signed_transcript, write_transcript
 
 
 def find_round(store: CollectorStore, round_hex: str | None, *, with_release: bool = False) -> StoredRound:
@@ -148,8 +149,11 @@ def stored_transcript(stored: StoredRound, *, include_registrations: bool = Fals
     )
 
 
-def export_transcript(stored: StoredRound, path: Path, *, include_registrations: bool = False) -> dict[str, object]:
-    """Write the round's signed transcript as one JSON file (payloads in hex); returns its counts.
+def export_transcript(stored: StoredRound, path: Path, *, include_registrations: bool = False,
+                      sign: Callable[[bytes], bytes] | None = None) -> dict[str, object]:
+    """Write the round's signed transcript as one JSON file (payloads in hex); returns its counts and whether it
+    is signed (``sign``: the collector's `crypto.sign_transcript` with its identity; None: unsigned, which an auditor
+    fails for a round whose announce commits to a signed transcript, SPEC §8.5).
 
     An auditor (`coutil verify`) re-verifies every signature and digest from these bytes alone: the
     announce (the parameters and the collector's key), the roster, every assignment, the release and
@@ -158,5 +162,7 @@ def export_transcript(stored: StoredRound, path: Path, *, include_registrations:
     recompute the MDAV partition). The format is `coutil.round.transcript`'s, the one a run writes.
     """
     transcript = stored_transcript(stored, include_registrations=include_registrations)
+    if sign is not None:
+        transcript = signed_transcript(transcript, sign)
     write_transcript(path, transcript)
-    return transcript.counts()
+    return {**transcript.counts(), "signed": sign is not None}

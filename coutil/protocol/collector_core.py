@@ -198,6 +198,17 @@ class CollectorCore:
         announce commits to (`TRANSCRIPT_COMMITMENT`, SPEC §8.5): always, for an honest collector."""
         return True
 
+    def sign_transcript(self, statement: bytes) -> bytes:
+        """Its signature of a transcript's 32-byte statement (`coutil.round.transcript.transcript_statement`, SPEC
+        §8.5), under the transcript domain: two different final transcripts it signed for one round prove that it
+        showed auditors different rounds. A digest only: nothing else can be signed this way."""
+        return crypto.sign_transcript(self._identity, statement)
+
+    def shows_two_transcripts(self) -> bool:
+        """Whether it hands a second auditor another transcript of the round (`two_transcripts`, a deviation of the
+        library): never, for an honest collector."""
+        return False
+
     def run_blames(self) -> Mapping[tuple[int, int], tuple[tuple[bytes, str], ...]]:
         """Per (group, run) of `run_evidence`, the `blamed_*` exclusions (member, reason) it ended with."""
         return dict(self._run_blames)

@@ -37,17 +37,37 @@ MAX_QI_MAGNITUDE = 1e15
 #: How a round may form its groups.
 GROUPINGS = ("mdav", "safepub")
 #: The manifest entry by which the collector commits, in its signed announce, to publish the round's transcript with
-#: every signed shuffle_start and the run evidence (transcript version 3, SPEC §8.5): without the commitment a
-#: collector exporting less (an older format, or nothing of it) turns the auditor's `exclusion_evidence` and
-#: `blame_evidence` checks into skips, its exclusions then its word; with it, they fail. A subject takes part only in
-#: a round that carries it (SPEC §4 announce), so that no honest subject's round can be downgraded.
-TRANSCRIPT_COMMITMENT = ("transcript", "3")
+#: every signed shuffle_start and the run evidence (transcript version 3, SPEC §8.5), signed by it (version 4):
+#: without the commitment a collector exporting less (an older format, or nothing of it) turns the auditor's
+#: `exclusion_evidence` and `blame_evidence` checks into skips, its exclusions then its word, and an unsigned
+#: transcript lets it hand two auditors two rounds with nothing to show for it; with it, they fail. A subject takes
+#: part only in a round that carries it (SPEC §4 announce), so that no honest subject's round can be downgraded.
+TRANSCRIPT_COMMITMENT = ("transcript", "4")
+#: The first committed version that carries the run evidence, and the first that is signed.
+EVIDENCE_VERSION = 3
+SIGNED_VERSION = 4
+
+
+def committed_transcript(manifest: tuple[tuple[str, str], ...]) -> int:
+    """The transcript version a signed announce's manifest commits to (0: none, or not a version number)."""
+    value = dict(manifest).get(TRANSCRIPT_COMMITMENT[0], "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 6 else 0
 
 
 def commits_to_evidence(manifest: tuple[tuple[str, str], ...]) -> bool:
-    """Whether a signed announce's manifest carries the `TRANSCRIPT_COMMITMENT` (a later transcript version too)."""
-    value = dict(manifest).get(TRANSCRIPT_COMMITMENT[0], "")
-    return value.isascii() and value.isdigit() and len(value) < 6 and int(value) >= int(TRANSCRIPT_COMMITMENT[1])
+    """Whether a signed announce's manifest commits to the run evidence (version 3, or a later one)."""
+    return committed_transcript(manifest) >= EVIDENCE_VERSION
+
+
+def commits_to_signed_transcript(manifest: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a signed announce's manifest commits to a signed transcript (version 4, or a later one)."""
+    return committed_transcript(manifest) >= SIGNED_VERSION
+
+
+def takes_part_under(manifest: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a subject takes part in a round under this manifest: it commits to what `TRANSCRIPT_COMMITMENT`
+    does (SPEC §4 announce)."""
+    return committed_transcript(manifest) >= int(TRANSCRIPT_COMMITMENT[1])
 
 #: The fields of a SafePub round (absent from an MDAV round's manifest).
 GROUPING_FIELDS = frozenset({"grouping", "safepub_bins", "safepub_beta", "safepub_epsilon", "safepub_delta"})

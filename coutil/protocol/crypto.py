@@ -39,6 +39,9 @@ TAG_BYTES = 16
 SEAL_OVERHEAD = KEY_BYTES + TAG_BYTES
 #: Domain separation of signatures (SPEC §7.1) and of the two HKDF uses (SPEC §8.1, §8.2).
 SIGNATURE_DOMAIN = b"coutil/v2\x00"
+#: Domain of the collector's signature of a transcript (SPEC §8.5): it signs a digest, never a message, and no
+#: message's signed bytes start with this prefix, so neither signature can stand for the other.
+TRANSCRIPT_DOMAIN = b"coutil/v2 transcript\x00"
 SEAL_INFO = b"coutil/v2 seal"
 SEAL_ALL_INFO = b"coutil/v2 seal all"
 _ZERO_NONCE = bytes(12)
@@ -93,6 +96,18 @@ def verify(public: bytes, data: bytes, signature: bytes) -> bool:
     except (nacl.exceptions.CryptoError, nacl.exceptions.TypeError, nacl.exceptions.ValueError):
         return False
     return True
+
+
+def sign_transcript(key: SigningKey, statement: bytes) -> bytes:
+    """The collector's signature of a transcript's 32-byte statement (SPEC §8.5), under `TRANSCRIPT_DOMAIN`."""
+    if len(statement) != 32:
+        raise ValueError("a transcript statement is a 32-byte digest")
+    return key.sign(TRANSCRIPT_DOMAIN + statement)
+
+
+def verify_transcript(public: bytes, statement: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is ``public``'s `sign_transcript` of ``statement``."""
+    return len(statement) == 32 and verify(public, TRANSCRIPT_DOMAIN + statement, signature)
 
 
 class KxKey:

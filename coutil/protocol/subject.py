@@ -14,7 +14,7 @@ import hashlib
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, merkle, topics
-from coutil.protocol.config import MAX_RANDOM_RECORDS, commits_to_evidence
+from coutil.protocol.config import MAX_RANDOM_RECORDS, takes_part_under
 from coutil.protocol.dispatch import Handler, on, table
 from coutil.protocol.equivocation import stated_roster_root
 from coutil.protocol.events import (
@@ -271,9 +271,9 @@ class SubjectNode(SubjectCore):
             self._set_state(SubjectState.INCOMPATIBLE)
             self._event(SubjectIncompatible(now, "k_below_floor"))
             return []
-        if not commits_to_evidence(params.manifest):
-            # A collector that does not commit to publishing its run evidence could frame her as a deviator with
-            # nothing for an auditor to check (SPEC §4 announce, §8.5): she does not take part.
+        if not takes_part_under(params.manifest):
+            # A collector that does not commit to publishing its run evidence, signed, could frame her as a deviator
+            # with nothing for an auditor to check (SPEC §4 announce, §8.5): she does not take part.
             self._set_state(SubjectState.INCOMPATIBLE)
             self._event(SubjectIncompatible(now, "no_transcript_commitment"))
             return []

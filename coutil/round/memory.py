@@ -204,7 +204,8 @@ def simulate_round(data: Dataset, config: RoundConfig, *, seed: int,
         write_outputs(report, tracker.events, Path(out_dir), transcript,
                       evidence=[subject.verdict_evidence() for subject in built.subjects],
                       equivocations=[e for s in built.subjects if (e := s.equivocation_evidence()) is not None],
-                      receipts=[r for _, r in distinct_receipts(built.subjects)])
+                      receipts=[r for _, r in distinct_receipts(built.subjects)],
+                      second_transcript=recorder.second_transcript() if recorder is not None else None)
         wall["outputs"] = time.perf_counter() - t_out
     return MemoryRound(report, bus, collector, built.subjects)
 

@@ -234,7 +234,8 @@ async def run_mqtt_round_async(data: Dataset, config: RoundConfig, *, seed: int,
         transcript = recorder.transcript(include_registrations=kwargs.get("transcript_registrations", False)) \
             if recorder is not None else None
         write_outputs(report, tracker.events, Path(out_dir), transcript, evidence=[pair for _, pair in evidence],
-                      equivocations=[proof for _, proof in equivocations], receipts=[r for _, r in receipts])
+                      equivocations=[proof for _, proof in equivocations], receipts=[r for _, r in receipts],
+                      second_transcript=recorder.second_transcript() if recorder is not None else None)
     return report, stats
 
 

@@ -26,7 +26,7 @@ from coutil.protocol.events import Event
 from coutil.protocol.node import RejectionLog
 from coutil.round.evidence import EVIDENCE_NAME, missing_from, write_evidence
 from coutil.round.privacy_label import round_privacy_label
-from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, write_transcript
+from coutil.round.transcript import SECOND_TRANSCRIPT_NAME, TRANSCRIPT_NAME, Transcript, write_transcript
 from coutil.sdc.dataset import format_number, write_csv
 
 
@@ -214,16 +214,18 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
 
 #: The files of a round's output directory (`write_outputs`).
 ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", TRANSCRIPT_NAME,
-                      EVIDENCE_NAME)
+                      EVIDENCE_NAME, SECOND_TRANSCRIPT_NAME)
 
 
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path,
                   transcript: Transcript | None = None,
                   evidence: Iterable[tuple[bytes, bytes] | None] | None = None,
                   equivocations: Iterable[tuple[bytes, bytes, bytes]] = (),
-                  receipts: Iterable[tuple[bytes, bytes]] = ()) -> None:
+                  receipts: Iterable[tuple[bytes, bytes]] = (),
+                  second_transcript: Transcript | None = None) -> None:
     """release.csv, manifest.json, audit.json, trace.jsonl, report.json and (when given) the signed
-    ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``;
+    ``transcript.json`` (`coutil.round.transcript`, what ``coutil verify`` checks) under ``out_dir``
+    (and ``transcript.second.json``, a deviating collector's other transcript, `two_transcripts`);
     with the subjects' acknowledged verdicts (``evidence``: each subject's pair, or None) also
     ``evidence.json``, the pairs whose verdict the transcript lacks and the proofs of equivocation the
     subjects hold (``equivocations``, `SubjectNode.equivocation_evidence`) and their receipts (``receipts``,
@@ -237,6 +239,8 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
         _write_outputs(report, events, staging)
         if transcript is not None:
             write_transcript(staging / TRANSCRIPT_NAME, transcript)
+            if second_transcript is not None:  # a collector's deviation (`two_transcripts`), for a second auditor
+                write_transcript(staging / SECOND_TRANSCRIPT_NAME, second_transcript)
             if evidence is not None:
                 write_evidence(staging / EVIDENCE_NAME, [*missing_from(transcript.verdicts, evidence),
                                                          *(EquivocationEvidence(*e) for e in equivocations),

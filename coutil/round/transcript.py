@@ -14,7 +14,8 @@ grouping). Confidential values appear only inside the release, as in release.csv
 
 Layout (JSON object):
 
-    transcript_version  1 (as first exported), 2 (adds shuffle_starts) or 3 (adds run_evidence)
+    transcript_version  1 (as first exported), 2 (adds shuffle_starts), 3 (adds run_evidence) or 4 (adds
+                        collector_signature)
     round               hex round id
     phase               the collector's phase when written (done, aborted, ...)
     collector_key       hex Ed25519 key (the announce's sender: an auditor checks they agree)
@@ -31,6 +32,10 @@ Layout (JSON object):
     run_evidence        [{"group": int, "run": int, "envelopes": [hex envelope]}]  (version 3; empty unless
                         run_evidence_included)
     run_evidence_included  bool (version 3)
+    collector_signature  hex Ed25519 signature or null (version 4): the collector's, under the transcript domain,
+                        of `transcript_statement` (SHA-256 of this object in canonical JSON without this key and
+                        the registrations), so that two different final transcripts of one round it signed prove it
+                        showed two auditors two rounds (SPEC §8.5)
 
 `TranscriptRecorder` wraps a `CollectorNode` in a round driver and records what it published and
 accepted (through its public outputs and events only, as the collector service's storage does).
@@ -40,8 +45,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,17 +55,22 @@ from coutil.fileio import read_regular_bytes, write_text_atomic
 from coutil.protocol import codec, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.events import CollectorEvent, RegistrationAccepted, VerdictAccepted
-from coutil.protocol.messages import Assign, ShuffleStart
+from coutil.protocol.messages import Assign, ShuffleStart, Verdict
 from coutil.protocol.node import Outgoing
 
 #: The layout version this coutil writes; `read_transcript` also reads every older one.
 #: 1: as first written by ``collector export``; 2: ``shuffle_starts`` (signed exclusion statements);
-#: 3: ``run_evidence`` (the signed messages that prove the `blamed_*` exclusions).
-TRANSCRIPT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: 3: ``run_evidence`` (the signed messages that prove the `blamed_*` exclusions); 4: ``collector_signature``.
+TRANSCRIPT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+#: The keys a transcript's signature does not cover: itself, and the registrations, which an export holds only on
+#: request (the same round exported with and without them is one statement).
+UNSIGNED_KEYS = frozenset({"collector_signature", "registrations", "registrations_included"})
 
 #: The file name of the transcript in a run directory.
 TRANSCRIPT_NAME = "transcript.json"
+#: The other transcript a collector playing `two_transcripts` hands a second auditor (a simulation writes it beside).
+SECOND_TRANSCRIPT_NAME = "transcript.second.json"
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,8 @@ class Transcript:
     run_evidence: Mapping[tuple[int, int], tuple[bytes, ...]] = field(default_factory=dict)
     run_evidence_included: bool = False
     version: int = TRANSCRIPT_VERSION
+    #: The collector's signature of `transcript_statement` (version 4; empty: unsigned).
+    collector_signature: bytes = b""
 
     def document(self) -> dict[str, object]:
         """The JSON object written to the file."""
@@ -111,6 +123,8 @@ class Transcript:
                 for (group, run), envelopes in sorted(self.run_evidence.items())
             ] if self.run_evidence_included else []
             doc["run_evidence_included"] = self.run_evidence_included
+        if self.version >= 4:
+            doc["collector_signature"] = self.collector_signature.hex() if self.collector_signature else None
         return doc
 
     def counts(self) -> dict[str, object]:
@@ -124,6 +138,21 @@ class Transcript:
             "shuffle_starts": len(self.shuffle_starts) if self.shuffle_starts_included else 0,
             "run_evidence": len(self.run_evidence) if self.run_evidence_included else 0,
         }
+
+
+def transcript_statement(transcript: Transcript) -> bytes:
+    """What the collector signs of a transcript (SPEC §8.5): SHA-256 of its JSON object without `UNSIGNED_KEYS`,
+    keys sorted, no whitespace, ASCII. The JSON, not the envelopes alone: the exclusions table, the phase and the
+    flags saying what was withheld are the collector's statement too."""
+    doc = {key: value for key, value in transcript.document().items() if key not in UNSIGNED_KEYS}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).digest()
+
+
+def signed_transcript(transcript: Transcript, sign: Callable[[bytes], bytes]) -> Transcript:
+    """``transcript`` in this coutil's version, with the collector's signature (``sign``: its `sign_transcript`)."""
+    current = replace(transcript, version=TRANSCRIPT_VERSION, collector_signature=b"")
+    return replace(current, collector_signature=sign(transcript_statement(current)))
 
 
 def write_transcript(path: Path, transcript: Transcript) -> None:
@@ -205,7 +234,13 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
         run_evidence=_run_evidence(doc, source),
         run_evidence_included=flags["run_evidence_included"],
         version=version,
+        collector_signature=_signature(doc, source) if version >= 4 else b"",
     )
+
+
+def _signature(doc: Mapping[str, Any], source: str) -> bytes:
+    value = doc.get("collector_signature")
+    return b"" if value is None else _hex(value, "collector_signature", source)
 
 
 def _run_evidence(doc: Mapping[str, Any], source: str) -> dict[tuple[int, int], tuple[bytes, ...]]:
@@ -356,6 +391,16 @@ class TranscriptRecorder:
         elif isinstance(message, ShuffleStart):
             rec.shuffle_starts.append(o.payload)
 
+    def second_transcript(self, *, include_registrations: bool = False) -> Transcript | None:
+        """The other transcript a collector playing `two_transcripts` hands a second auditor (None for any other):
+        the same round, signed as the first, with every complaint left out."""
+        first = self.transcript(include_registrations=include_registrations)
+        if first is None or not self.node.shows_two_transcripts():
+            return None
+        limits = self._limits
+        accepts = tuple(v for v in first.verdicts if _is_accept(v, limits))
+        return signed_transcript(replace(first, verdicts=accepts), self.node.sign_transcript)
+
     def transcript(self, *, include_registrations: bool = False) -> Transcript | None:
         """What was recorded so far, as a transcript (registrations only when asked for); None when
         the collector never announced its round (nothing was published: nothing to audit)."""
@@ -364,7 +409,7 @@ class TranscriptRecorder:
             return None
         outcome = self.node.outcome()
         evidence = self.node.publishes_evidence()
-        return Transcript(
+        return signed_transcript(Transcript(
             round_id=self.round_id,
             phase=str(outcome.phase),
             collector_key=self.public_key,
@@ -380,4 +425,9 @@ class TranscriptRecorder:
             shuffle_starts_included=evidence,
             run_evidence=self.node.run_evidence() if evidence else {},
             run_evidence_included=evidence,
-        )
+        ), self.node.sign_transcript)
+
+
+def _is_accept(envelope: bytes, limits: codec.Limits) -> bool:
+    message = codec.decode(envelope, limits).message
+    return isinstance(message, Verdict) and message.accept

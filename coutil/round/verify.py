@@ -40,15 +40,20 @@ from coutil.audit.subject import release_digest
 from coutil.errors import InputError
 from coutil.fileio import present, read_regular_bytes
 from coutil.protocol import merkle
-from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
+from coutil.protocol.equivocation import RosterReceipt
 from coutil.protocol.messages import VERDICT_REASONS, Assign, Release
 from coutil.protocol.topics import sid_of
-from coutil.round.evidence import EVIDENCE_NAME, Evidence, VerdictEvidence, check_evidence, read_evidence
+from coutil.round.evidence import EVIDENCE_NAME, Evidence, read_evidence
 from coutil.round.report import typed_manifest
 from coutil.round.transcript import TRANSCRIPT_NAME, Transcript, read_transcript
 from coutil.round.verify_blames import check_blame_evidence
 from coutil.round.verify_exclusions import check_exclusion_evidence
 from coutil.round.verify_grouping import check_grouping
+from coutil.round.verify_held import (
+    check_acknowledged_verdicts,
+    check_equivocation_evidence,
+    check_transcript_signature,
+)
 from coutil.round.verify_privacy import check_privacy_label
 from coutil.round.verify_roster import (
     Check,
@@ -137,6 +142,9 @@ class VerifyResult:
 CHECKS: tuple[tuple[str, str], ...] = (
     ("signatures", "a tampered or forged transcript, messages of another round (replays), collector messages not "
                    "signed by the announced key, registrations or verdicts not signed by their subjects"),
+    ("transcript_signature", "unsigned_transcript (a transcript unsigned, or altered after signing, though the "
+                             "announce commits to a signed one), two_transcripts (two different final transcripts of "
+                             "the round signed by its collector, the other given with --other-transcript)"),
     ("parameters", "an announce whose k (below 2) or grouping method protects nobody"),
     ("roster", "split-view-roster (assigns naming another roster root; one group shown different member lists), "
                "assignments that do not match the roster's size and order"),
@@ -546,73 +554,17 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     return dict(sorted(reasons.items()))
 
 
-def _check_equivocation(check: Check, evidence: Sequence[Evidence] | None, round_id: bytes | None,
-                        collector_key: bytes | None, published: RosterReceipt | None = None) -> set[bytes]:
-    """No subject shows two different roster roots the collector signed for the round: her proof, or receipts
-    (hers, other subjects', and ``published``, the transcript's announce and roster) stating different roots.
-    Returns the rounds proven to be equivocated."""
-    if evidence is None:
-        check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): a "
-                   "subject shown two roster roots keeps both signed messages, and every subject her receipt")
-        return set()
-    receipts = [item for item in evidence if isinstance(item, RosterReceipt)]
-    combined, problems = combine_receipts([*([published] if published is not None else []), *receipts])
-    check.notes.extend(f"evidence not taken: {problem}" for problem in dict.fromkeys(problems))
-    proofs = list(dict.fromkeys([*(item for item in evidence if isinstance(item, EquivocationEvidence)), *combined]))
-    proven: set[bytes] = set()
-    for item in proofs:
-        checked = check_equivocation(item, round_id, collector_key)
-        if checked.problem:
-            check.notes.append(f"evidence not taken: {checked.problem}")
-            continue
-        proven.add(checked.round_id)
-        check.fail(f"the collector key {checked.collector_key.hex()} equivocated in round "
-                   f"{checked.round_id.hex()}: {checked.statement} (the subjects' evidence)")
-    if check.status == "pass":
-        # Counted as taken: those that decode as an announce and a roster of its round (the transcript's own
-        # receipt included), not those given.
-        taken = len(receipts) + (published is not None) - len(problems)
-        check.notes.append(f"{len(proofs)} proof(s) of equivocation from {taken} receipt(s) taken and the "
-                           "subjects' proofs, none valid" if proofs else
-                           f"no subject shows two roster roots ({taken} receipt(s) taken, one root per round)")
-    return proven
-
-
-def _check_acknowledged_verdicts(r: VerifiedRound, check: Check, evidence: Sequence[Evidence] | None) -> None:
-    """Every verdict a subject shows the collector acknowledged (her evidence) is in the transcript."""
-    if evidence is None:
-        check.skip(f"no subject's evidence given ({EVIDENCE_NAME} in a run directory, or --evidence FILE): each "
-                   "subject can check that her acknowledged verdict is in the transcript and bring it")
-        return
-    published = {v.sender: v for v in r.verdicts}
-    valid = 0
-    for item in evidence:
-        if not isinstance(item, VerdictEvidence):
-            continue
-        checked = check_evidence(item, r.transcript.round_id, r.transcript.collector_key)
-        verdict = checked.verdict
-        if verdict is None:
-            check.notes.append(f"evidence not taken: {checked.problem}")
-            continue
-        valid += 1
-        sid = sid_of(verdict.sender)
-        if published.get(verdict.sender) != verdict:
-            what = "an accept" if verdict.accept else f"a complaint ({verdict.reason})"
-            bound = "" if verdict.release_digest == r.release_digest else ", bound to another release"
-            check.fail(f"{sid}'s verdict, {what}{bound}, acknowledged by the collector, is not in the transcript "
-                       "(hide_complaints)")
-    if check.status == "pass":
-        check.notes.append(f"{valid} acknowledged verdict(s) shown by subjects, each in the transcript")
-
-
 def verify_transcript(transcript: Transcript, *, directory: Path | None = None, source: str = "",
-                      evidence: Sequence[Evidence] | None = None) -> VerifyResult:
+                      evidence: Sequence[Evidence] | None = None,
+                      others: Sequence[tuple[str, Transcript]] = ()) -> VerifyResult:
     """Run every check on ``transcript`` (``directory``: its run directory, for release.csv and manifest.json;
-    ``evidence``: the subjects' acknowledged verdicts, `coutil.round.evidence`; None: none given)."""
+    ``evidence``: the subjects' acknowledged verdicts, `coutil.round.evidence`; None: none given; ``others``: other
+    copies of the transcript, (source, transcript), compared with it)."""
     r = VerifiedRound(transcript)
     checks = {name: Check(name, catches) for name, catches in CHECKS}
     steps: list[tuple[str, Callable[[VerifiedRound, Check], object]]] = [
         ("signatures", check_signatures),
+        ("transcript_signature", lambda rr, c: check_transcript_signature(rr, c, others)),
         ("parameters", check_parameters),
         ("roster", check_roster),
         ("inclusion", check_inclusion),
@@ -629,8 +581,9 @@ def verify_transcript(transcript: Transcript, *, directory: Path | None = None, 
         step(r, checks[name])
     complaints = _check_complaints(r, checks["complaints"])
     published = RosterReceipt(transcript.announce, transcript.roster) if transcript.roster is not None else None
-    _check_equivocation(checks["equivocation"], evidence, transcript.round_id, transcript.collector_key, published)
-    _check_acknowledged_verdicts(r, checks["acknowledged_verdicts"], evidence)
+    check_equivocation_evidence(checks["equivocation"], evidence, transcript.round_id, transcript.collector_key,
+                                published)
+    check_acknowledged_verdicts(r, checks["acknowledged_verdicts"], evidence)
     return VerifyResult(source or transcript.round_id.hex(), transcript.round_id.hex(), list(checks.values()),
                         complaints, transcript.collector_key.hex())
 
@@ -643,21 +596,24 @@ def verify_evidence(evidence: Sequence[Evidence], collector_key: bytes, source: 
     for name, check in checks.items():
         if name != "equivocation":
             check.skip("no transcript given: only what the subjects' evidence proves on its own is checked")
-    proven = _check_equivocation(checks["equivocation"], evidence, None, collector_key)
+    proven = check_equivocation_evidence(checks["equivocation"], evidence, None, collector_key)
     return VerifyResult(source, ", ".join(sorted(r.hex() for r in proven)), list(checks.values()), {},
                         collector_key.hex())
 
 
-def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collector_key: bytes | None = None
-                ) -> VerifyResult:
+def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collector_key: bytes | None = None,
+                other_transcripts: Sequence[Path] = ()) -> VerifyResult:
     """Verify a run directory (its transcript.json, release.csv, manifest.json and, if there,
     evidence.json) or a transcript file, with the subjects' evidence in ``evidence_files``; with no
     ``path``, what that evidence proves on its own against ``collector_key`` (`verify_evidence`).
     ``collector_key``: the collector's identity as the auditor knows it (a transcript signed under
-    another key is an `InputError`)."""
+    another key is an `InputError`); ``other_transcripts``: other copies of the round's transcript (another
+    auditor's), compared with it (`transcript_signature`)."""
     evidence: list[Evidence] | None = None
     for file in evidence_files:
         evidence = [*(evidence or []), *read_evidence(file)]
+    if other_transcripts and path is None:
+        raise InputError("--other-transcript needs a transcript to compare it with")
     if path is None:
         if evidence is None:
             raise InputError("nothing to verify: give a run directory, a transcript, or --evidence FILE")
@@ -665,13 +621,15 @@ def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collecto
             raise InputError("--evidence without a transcript needs --collector-key HEX (the collector's published "
                              "key): a proof convicts the key that signed it, and anyone can sign an announce")
         return verify_evidence(evidence, collector_key, ", ".join(str(f) for f in evidence_files))
-    result = _verify_published(path, evidence)
+    others = [(str(file), read_transcript(file)) for file in other_transcripts]
+    result = _verify_published(path, evidence, others)
     if collector_key is not None and result.collector_key != collector_key.hex():
         raise InputError(f"{path}: signed by collector key {result.collector_key}, not the --collector-key given")
     return result
 
 
-def _verify_published(path: Path, evidence: list[Evidence] | None) -> VerifyResult:
+def _verify_published(path: Path, evidence: list[Evidence] | None,
+                      others: Sequence[tuple[str, Transcript]]) -> VerifyResult:
     try:
         # is_dir and exists answer False for a missing path or a symlink loop, and raise for the rest (a name too
         # long, a directory the user may not search): the user's path, exit 2.
@@ -688,7 +646,8 @@ def _verify_published(path: Path, evidence: list[Evidence] | None) -> VerifyResu
                              "wrote it, or not a run directory)")
         if has_evidence:
             evidence = [*(evidence or []), *read_evidence(path / EVIDENCE_NAME)]
-        return verify_transcript(read_transcript(file), directory=path, source=str(path), evidence=evidence)
+        return verify_transcript(read_transcript(file), directory=path, source=str(path), evidence=evidence,
+                                 others=others)
     if not exists:
         raise InputError(f"{path}: no such file or directory")
-    return verify_transcript(read_transcript(path), source=str(path), evidence=evidence)
+    return verify_transcript(read_transcript(path), source=str(path), evidence=evidence, others=others)

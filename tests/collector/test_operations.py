@@ -68,6 +68,10 @@ def test_export_writes_release_verdicts_manifest_and_a_transcript_without_confid
                  str(files["transcript.json"]), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["rows"] == N and info["transcript"]["verdicts"] == N and info["transcript"]["registrations"] == 0
+    # Signed with the service's identity, its secret beside the database (SPEC §8.5): an auditor checks it.
+    assert info["transcript"]["signed"] is True
+    assert main(["verify", str(files["transcript.json"])]) == 0
+    capsys.readouterr()
     verdicts = json.loads(files["verdicts.json"].read_text())
     assert verdicts["accepted"] == N and len(verdicts["subjects"]) == N
     assert json.loads(files["manifest.json"].read_text())["parameters"]["k"] == 3
@@ -133,7 +137,7 @@ def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it
     path, document = _finish_and_export(world, tmp_path)
     tamperer = world.subjects[0].sid
     assert document["exclusions"] == {tamperer: "blamed_tamper"}
-    assert document["transcript_version"] == 3 and document["run_evidence_included"] is True
+    assert document["transcript_version"] == 4 and document["run_evidence_included"] is True
     assert len(document["run_evidence"]) == 1 and document["run_evidence"][0]["envelopes"]
     capsys.readouterr()
     assert main(["verify", str(path), "--json"]) == 0
@@ -145,3 +149,24 @@ def test_the_service_keeps_the_evidence_of_its_blames_and_the_auditor_replays_it
     assert main(["verify", str(path), "--json"]) == 3
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["blame_evidence"]["status"] == "fail" and "withheld" in checks["blame_evidence"]["problems"][0]
+
+
+def test_an_export_without_the_collectors_secret_is_unsigned_said_so_and_fails_the_audit(
+        finished_db: tuple[Path, list[tuple[float, ...]]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The transcript is signed with the service's identity, from its secret beside the database. A copy of the
+    database without it (a backup, another machine) still exports, unsigned, with a warning and ``"signed":
+    false``: the round's announce commits to a signed transcript, so `coutil verify` fails it (SPEC §8.5)."""
+    import shutil
+
+    db, _ = finished_db
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(db, copy)
+    path = tmp_path / "transcript.json"
+    assert main(["collector", "export", "--db", str(copy), "--transcript", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["transcript"]["signed"] is False
+    assert "unsigned" in captured.err
+    assert main(["verify", str(path), "--json"]) == 3
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["transcript_signature"]["status"] == "fail"

@@ -358,9 +358,11 @@ def test_collector_values_out_of_range_of_the_digests_and_a_small_order_round_ke
     # An announce without the commitment to publish the run evidence (SPEC §4 announce, §8.5), or committing to an
     # older transcript: she does not take part, so that no honest subject's round can be downgraded.
     manifest = dict(message.params.manifest)
-    assert manifest["transcript"] == "3"
+    assert manifest["transcript"] == "4"
+    # "3": the run evidence, unsigned (two copies of its transcript would prove nothing, SPEC §8.5).
     for entry, state in ((None, SubjectState.INCOMPATIBLE), ("2", SubjectState.INCOMPATIBLE),
-                         ("\u00b3", SubjectState.INCOMPATIBLE), ("4", SubjectState.REGISTERING)):
+                         ("3", SubjectState.INCOMPATIBLE), ("\u2074", SubjectState.INCOMPATIBLE),
+                         ("4", SubjectState.REGISTERING), ("5", SubjectState.REGISTERING)):
         entries = tuple((key, value) for key, value in message.params.manifest if key != "transcript")
         entries += () if entry is None else (("transcript", entry),)
         fresh = SubjectNode(collector_key=identity.public, qi=node._qi, confidential=node._confidential,

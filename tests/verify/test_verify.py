@@ -28,7 +28,14 @@ from coutil.protocol.subject import SubjectNode
 from coutil.protocol.subject_audit import SharedCaches
 from coutil.round.report import RoundReport, write_outputs
 from coutil.round.simulation import synthetic_dataset
-from coutil.round.transcript import TranscriptRecorder, read_transcript, write_transcript
+from coutil.round.transcript import (
+    TranscriptRecorder,
+    read_transcript,
+    signed_transcript,
+    transcript_from_document,
+    transcript_statement,
+    write_transcript,
+)
 from coutil.round.verify import CHECKS
 
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50,
@@ -82,6 +89,13 @@ def run_round(tmp_path: Path, collector_class: type[CollectorNode] = CollectorNo
     assert transcript is not None
     write_outputs(report, [], directory, transcript, evidence=[s.verdict_evidence() for s in subjects])
     return Run(directory, collector, subjects)
+
+
+def resigned(document: dict[str, Any], collector: CollectorNode) -> dict[str, Any]:
+    """A transcript document the collector altered, signed by it again, as a collector forging its own transcript
+    would (SPEC §8.5: its signature makes the copy its statement, it does not make the content true)."""
+    statement = transcript_statement(transcript_from_document({**document, "collector_signature": None}))
+    return {**document, "collector_signature": collector.sign_transcript(statement).hex()}
 
 
 def verify(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
@@ -406,7 +420,7 @@ def test_collector_export_transcript_verifies(tmp_path: Path, capsys: pytest.Cap
     assert world.service.node.outcome().completed
     stored = find_round(CollectorStore(world.db), None)
     path = tmp_path / "transcript.json"
-    counts = export_transcript(stored, path, include_registrations=True)
+    counts = export_transcript(stored, path, include_registrations=True, sign=world.service.node.sign_transcript)
     assert counts["registrations"] == counts["assignments"] == counts["verdicts"] == 12
     code, result, _ = verify(path, capsys)
     statuses = {c["check"]: c["status"] for c in result["checks"]}
@@ -423,7 +437,8 @@ def test_a_roster_without_its_release_is_not_a_failure(tmp_path: Path, capsys: p
     run = run_round(tmp_path, seed=4)
     transcript = read_transcript(run.directory / "transcript.json")
     path = tmp_path / "aborted.json"
-    write_transcript(path, dataclasses.replace(transcript, release=None, verdicts=(), phase="aborted"))
+    aborted = dataclasses.replace(transcript, release=None, verdicts=(), phase="aborted")
+    write_transcript(path, signed_transcript(aborted, run.collector.sign_transcript))
     code, result, _ = verify(path, capsys)
     statuses = {c["check"]: c["status"] for c in result["checks"]}
     assert code == 0 and statuses["release"] == "skip" and statuses["verdicts"] == "skip"

@@ -23,7 +23,7 @@ from coutil.protocol.topics import sid_of
 from coutil.round.transcript import read_transcript
 from coutil.round.verify import verify_path
 from coutil.sdc.mdav import mdav
-from tests.verify.test_verify import CONFIG, Run, failed, run_round, verify
+from tests.verify.test_verify import CONFIG, Run, failed, resigned, run_round, verify
 
 #: An honest round in which one member of a group of exactly k vanishes after the grouping: her group falls
 #: below k and merges with the nearest group still sealed.
@@ -110,7 +110,11 @@ class Forge:
                         if all(m in collector._registrations for m in a.members) else a for a in self.assigns]
         self.doc["assignments"] = [self.sign(a) for a in self.assigns]
         self.doc["shuffle_starts"] = [self.sign(s) for s in self.starts]
-        self.path.write_text(json.dumps(self.doc))
+        self.write()
+
+    def write(self) -> None:
+        """The altered transcript, signed again by the forging collector (SPEC §8.5)."""
+        self.path.write_text(json.dumps(resigned(self.doc, self.run.collector)))
 
 
 
@@ -169,7 +173,7 @@ def test_an_honest_merge_verifies_with_and_without_the_shuffle_starts(
     assert result["summary"] == "every check passes" and result["skipped"] == []
     forge = Forge(run)
     forge.doc["shuffle_starts"], forge.doc["shuffle_starts_included"] = [], False
-    forge.path.write_text(json.dumps(forge.doc))
+    forge.write()
     code, result, _ = verify(run.directory, capsys)
     # Its announce commits to them (SPEC §8.5): withheld, whatever else holds.
     assert code == 3 and list(failed(result)) == ["exclusion_evidence"], failed(result)
@@ -184,7 +188,7 @@ def test_an_older_rounds_merge_verifies_without_the_shuffle_starts(
     run = run_round(tmp_path, **MERGE_ROUND)  # type: ignore[arg-type]
     forge = Forge(run)
     forge.doc["shuffle_starts"], forge.doc["shuffle_starts_included"] = [], False
-    forge.path.write_text(json.dumps(forge.doc))
+    forge.write()
     code, result, _ = verify(run.directory, capsys)
     assert code == 0, result["first_problem"]
     assert result["skipped"] == ["exclusion_evidence"] and "1 check(s) skipped" in result["summary"]
@@ -199,7 +203,7 @@ def _older_round(monkeypatch: pytest.MonkeyPatch) -> None:
     current = RoundConfig.manifest
     monkeypatch.setattr(RoundConfig, "manifest",
                         lambda self: tuple(e for e in current(self) if e != TRANSCRIPT_COMMITMENT))
-    monkeypatch.setattr(subject, "commits_to_evidence", lambda manifest: True)
+    monkeypatch.setattr(subject, "takes_part_under", lambda manifest: True)
 
 
 def test_a_fake_merge_into_a_group_of_the_collectors_choosing_is_caught(
@@ -497,7 +501,7 @@ def test_a_registration_with_another_number_of_qis_is_no_crash(tmp_path: Path,
     subject = forge.subject[registration.sender]
     short = dataclasses.replace(registration, qi=registration.qi[:1])
     forge.doc["registrations"][0] = codec.encode(short, subject._identity).hex()
-    forge.path.write_text(json.dumps(forge.doc))
+    forge.write()
     code, result, _ = verify(run.directory, capsys)
     statuses = {c["check"]: c["status"] for c in result["checks"]}
     assert code == 3 and statuses["inclusion"] == "fail" and statuses["grouping"] == "skip"
@@ -521,7 +525,7 @@ def test_an_unsigned_release_csv_beside_a_transcript_without_release_is_a_failur
     run = run_round(tmp_path, n=22)
     forge = Forge(run)
     forge.doc.update(phase="sharing", release=None, verdicts=[])
-    forge.path.write_text(json.dumps(forge.doc))
+    forge.write()
     (run.directory / "evidence.json").unlink(missing_ok=True)
     csv_path = run.directory / "release.csv"
     csv_path.write_text("\n".join(csv_path.read_text().splitlines()[:2]) + "\n")
@@ -544,24 +548,66 @@ def test_a_transcript_without_shuffle_starts_skips_the_exclusion_evidence(
     run = run_round(tmp_path, n=22)
     document = json.loads((run.directory / "transcript.json").read_text())
     document.update(shuffle_starts=[], shuffle_starts_included=False)
-    (run.directory / "transcript.json").write_text(json.dumps(document))
+    (run.directory / "transcript.json").write_text(json.dumps(resigned(document, run.collector)))
     assert read_transcript(run.directory / "transcript.json").shuffle_starts_included is False
     result = verify_path(run.directory)
     assert result.ok and "exclusion_evidence" in result.skipped and "every check passes" not in result.summary
 
 
-def test_two_transcripts_of_one_round_each_verify_alone_the_measured_limit(
+def test_two_transcripts_of_one_round_each_verify_alone_and_together_convict_the_collector(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """SPEC §3's open row: a collector gives a second auditor another signed transcript of the same round,
-    one verdict left out. Each checks out on its own (exit 0): nothing makes two auditors compare what
-    they were given (the subjects' evidence catches a hidden verdict the collector acknowledged)."""
-    from tests.verify.test_verify import run_round, verify
+    """SPEC §3's row, once open: a collector gives a second auditor another transcript of the same round, one verdict
+    left out. Each still checks out on its own (exit 0: nothing makes two auditors compare what they were given),
+    but each is signed by the collector (transcript version 4), so the two together convict it (`--other-transcript`,
+    check `transcript_signature`, exit 3). Before, the transcript was unsigned and the two proved nothing: either
+    could be called a forgery. An altered copy the collector did not sign, or a copy not yet final, proves nothing."""
+    from tests.verify.test_verify import resigned, run_round, verify
 
     run = run_round(tmp_path)
     first = run.directory / "transcript.json"
     document = json.loads(first.read_text())
     document["verdicts"] = document["verdicts"][1:]
     second = tmp_path / "other.json"
-    second.write_text(json.dumps(document))
-    assert first.read_text() != second.read_text()
+    second.write_text(json.dumps(resigned(document, run.collector)))
     assert verify(first, capsys)[0] == 0 and verify(second, capsys)[0] == 0
+    code = main(["verify", str(run.directory), "--other-transcript", str(second), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 3 and list(failed(result)) == ["transcript_signature"], failed(result)
+    assert "two different final transcripts" in failed(result)["transcript_signature"][0]
+    assert "verdicts" in failed(result)["transcript_signature"][0]
+    # The same copy again is the same statement; one the collector did not sign, or not final, proves nothing.
+    assert main(["verify", str(run.directory), "--other-transcript", str(first)]) == 0
+    unsigned = tmp_path / "unsigned.json"
+    unsigned.write_text(json.dumps(document))
+    midway = tmp_path / "midway.json"
+    midway.write_text(json.dumps(resigned({**document, "phase": "auditing"}, run.collector)))
+    for other, says in ((unsigned, "proves nothing"), (midway, "only once both are final")):
+        capsys.readouterr()
+        assert main(["verify", str(run.directory), "--other-transcript", str(other), "--json"]) == 0
+        notes = {c["check"]: c["notes"] for c in json.loads(capsys.readouterr().out)["checks"]}
+        assert any(says in note for note in notes["transcript_signature"]), notes["transcript_signature"]
+
+
+def test_a_transcript_unsigned_or_altered_after_signing_fails_when_its_announce_commits_to_a_signed_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The downgrade: a transcript published unsigned (an older format; `unsigned_transcript`, a parameter of every
+    collector strategy) would make two copies prove nothing. The announce commits to a signed one (manifest
+    `transcript = 4`, which every subject requires), so it fails; so does a signed one altered afterwards. An older
+    round's (no commitment), unsigned, skips the check."""
+    from tests.verify.test_verify import run_round, verify
+
+    run = run_round(tmp_path)
+    path = run.directory / "transcript.json"
+    honest = json.loads(path.read_text())
+    for document, words in (({**honest, "collector_signature": None}, "unsigned"),
+                            ({**honest, "phase": "aborted"}, "not the collector's signature")):
+        path.write_text(json.dumps(document))
+        code, result, _ = verify(run.directory, capsys)
+        assert code == 3 and list(failed(result)) == ["transcript_signature"], failed(result)
+        assert words in failed(result)["transcript_signature"][0]
+    _older_round(monkeypatch)
+    older = run_round(tmp_path / "older")
+    path = older.directory / "transcript.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "collector_signature": None}))
+    code, result, _ = verify(older.directory, capsys)
+    assert code == 0 and "transcript_signature" in result["skipped"]

@@ -14,6 +14,7 @@ what it must hold is a failed check (exit 3), never a pass.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,7 +30,7 @@ from coutil.errors import InputError
 from coutil.protocol import codec
 from coutil.protocol.messages import Announce
 from coutil.sdc.generalization import parse_scheme
-from tests.verify.test_verify import Run, failed, run_round, verify
+from tests.verify.test_verify import Run, failed, resigned, run_round, verify
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +40,15 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 def _copy(run: Run, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
-    """The honest run directory copied, its transcript changed by ``change`` (the JSON object)."""
+    """The honest run directory copied, its transcript changed by ``change`` (the JSON object) and signed again by
+    the collector, as one forging its transcript would (a change of layout that leaves it unreadable stays so)."""
     directory = tmp_path / "run"
     shutil.copytree(run.directory, directory)
     path = directory / "transcript.json"
     doc = json.loads(path.read_text())
     change(doc)
+    with contextlib.suppress(InputError):  # not a transcript any more: what the test shows
+        doc = resigned(doc, run.collector)
     path.write_text(json.dumps(doc))
     return directory
 

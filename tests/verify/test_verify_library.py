@@ -139,3 +139,51 @@ def test_a_collector_withholding_the_evidence_it_committed_to_is_caught(
     checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert checks["exclusion_evidence"]["status"] == "fail"
     assert "withheld (a downgrade)" in checks["exclusion_evidence"]["problems"][0]
+
+
+def _simulated(tmp_path: Path, name: str, seed: int, collector: str) -> Path:
+    out = tmp_path / name
+    config = tmp_path / f"{name}.toml"
+    config.write_text("[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n[adversary.collector]\n" + collector)
+    main(["simulate", "--config", str(config), "--seed", str(seed), "--out", str(out), "--json"])
+    return out
+
+
+def _transcript_signature(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
+    capsys.readouterr()
+    code = main(["verify", *args, "--json"])
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    return code, checks["transcript_signature"]
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_a_collector_handing_two_auditors_two_signed_transcripts_is_convicted_by_the_pair(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``two_transcripts`` (a parameter of every collector strategy; here on `publish-below-k`, whose subjects
+    complain): a second auditor gets the round's transcript with every complaint left out (the run directory's
+    transcript.second.json), signed as the first. Alone, each is the collector's statement; together, two
+    different final statements it signed: `transcript_signature` fails (before signed transcripts, SPEC §3's open
+    row: the pair proved nothing)."""
+    out = _simulated(tmp_path, "two", seed, 'strategy = "publish-below-k"\ntwo_transcripts = true\n')
+    second = out / "transcript.second.json"
+    first = json.loads((out / "transcript.json").read_text())
+    assert len(json.loads(second.read_text())["verdicts"]) < len(first["verdicts"])
+    code, check = _transcript_signature(capsys, str(out))
+    assert code == 3 and check["status"] == "pass"  # the release check names publish-below-k
+    code, check = _transcript_signature(capsys, str(out), "--other-transcript", str(second))
+    assert code == 3 and check["status"] == "fail"
+    assert "two different final transcripts" in str(check["problems"])
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_a_collector_publishing_its_transcript_unsigned_is_caught(
+        seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``unsigned_transcript`` (here on `drop-subject`): unsigned, two copies of its transcript would prove nothing, and
+    its announce commits to a signed one, so `transcript_signature` fails, where it passes the strategy's signed
+    transcript."""
+    signed = _simulated(tmp_path, "signed", seed, 'strategy = "drop-subject"\n')
+    assert _transcript_signature(capsys, str(signed))[1]["status"] == "pass"
+    out = _simulated(tmp_path, "unsigned", seed, 'strategy = "drop-subject"\nunsigned_transcript = true\n')
+    assert json.loads((out / "transcript.json").read_text())["collector_signature"] is None
+    code, check = _transcript_signature(capsys, str(out))
+    assert code == 3 and check["status"] == "fail" and "unsigned" in str(check["problems"])
