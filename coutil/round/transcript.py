@@ -227,11 +227,15 @@ def transcript_from_document(doc: object, source: str = "transcript") -> Transcr
         exclusions=dict(exclusions),
         release=_hex(doc["release"], "release", source) if doc.get("release") is not None else None,
         verdicts=_hex_list(doc, "verdicts", source),
-        registrations=_hex_list(doc, "registrations", source),
+        # A list whose flag is false is not read: the file holds none (`Transcript.document` writes it empty), and
+        # the signature covers what the flags say; read, its unsigned entries would count for the checks (found by
+        # an attacker: registrations of identities of the collector's beside registrations_included false, which
+        # the roster root does not check, made a verdict or an exclusion of theirs one of a roster member's).
+        registrations=_hex_list(doc, "registrations", source) if flags["registrations_included"] else (),
         registrations_included=flags["registrations_included"],
-        shuffle_starts=_hex_list(doc, "shuffle_starts", source),
+        shuffle_starts=_hex_list(doc, "shuffle_starts", source) if flags["shuffle_starts_included"] else (),
         shuffle_starts_included=flags["shuffle_starts_included"],
-        run_evidence=_run_evidence(doc, source),
+        run_evidence=_run_evidence(doc, source) if flags["run_evidence_included"] else {},
         run_evidence_included=flags["run_evidence_included"],
         version=version,
         collector_signature=_signature(doc, source) if version >= 4 else b"",

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coutil.protocol import crypto
+from coutil.errors import RemoteProtocolError
+from coutil.protocol import codec, crypto
 from coutil.protocol.config import commits_to_signed_transcript
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation, combine_receipts
 from coutil.protocol.states import CollectorState
@@ -26,6 +27,10 @@ from coutil.round.verify_roster import Check, VerifiedRound
 
 #: The phases after which a collector's transcript no longer changes: two final copies must be one statement.
 FINAL_PHASES = frozenset({str(CollectorState.DONE), str(CollectorState.ABORTED)})
+#: Every phase a collector writes (`CollectorState`): a signed transcript stating another (``"done "``, ``"DONE"``,
+#: ``"finished"``) is no collector's, and would escape the comparison of final copies (found by an attacker: such a
+#: copy with a complaint left out passed alone, and beside the final one proved nothing).
+COLLECTOR_PHASES = frozenset(str(state) for state in CollectorState)
 
 
 def signed_by_collector(transcript: Transcript) -> bool:
@@ -48,6 +53,14 @@ def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[
     else:
         check.skip(f"an unsigned transcript (version {t.version}) of a round whose announce does not commit to a "
                    "signed one (an older coutil's): another copy of it would prove nothing")
+    signed = bool(t.collector_signature) and signed_by_collector(t)
+    if (signed or committed) and t.phase not in COLLECTOR_PHASES:
+        check.fail(f"phase {t.phase[:64]!r} is no collector phase ({', '.join(sorted(COLLECTOR_PHASES))}): a copy so "
+                   "labelled escapes the comparison of final copies (SPEC §8.5)")
+    elif signed and t.phase not in FINAL_PHASES:
+        check.skip(f"the round was not finished when this copy was written (phase {t.phase}): its verdicts may be "
+                   "incomplete, and another copy is compared with it only in what never changes once signed (the "
+                   "announce, roster, release, each subject's verdict, the shuffle_starts)")
     for source, other in others:
         _compare(t, check, source, other)
     if check.status == "pass" and t.collector_signature:
@@ -65,9 +78,14 @@ def _compare(t: Transcript, check: Check, source: str, other: Transcript) -> Non
     if not t.collector_signature or not signed_by_collector(t):
         check.notes.append(f"{source}: signed, but this transcript is not: nothing to compare it with")
         return
+    if other.phase not in COLLECTOR_PHASES:
+        check.fail(f"{source}: the collector signed a transcript of this round with phase {other.phase[:64]!r}, no "
+                   "collector phase: a copy so labelled escapes the comparison of final copies (SPEC §8.5)")
+        return
     if t.phase not in FINAL_PHASES or other.phase not in FINAL_PHASES:
-        check.notes.append(f"{source}: phase {other.phase!r} against {t.phase!r}: copies are compared only once both "
-                           "are final (done or aborted)")
+        check.notes.append(f"{source}: phase {other.phase!r} against {t.phase!r}: copies are compared in full only "
+                           "once both are final (done or aborted); before, in what never changes once signed")
+        _compare_unfinished(t, check, source, other)
         return
     if transcript_statement(other) == transcript_statement(t):
         return
@@ -75,6 +93,42 @@ def _compare(t: Transcript, check: Check, source: str, other: Transcript) -> Non
     differ = sorted(key for key in mine.keys() | theirs.keys() if mine.get(key) != theirs.get(key))
     check.fail(f"{source}: the collector signed two different final transcripts of this round (they differ in "
                f"{', '.join(differ)}): it showed two auditors two rounds, proven by its two signatures")
+
+
+def _verdicts_by_sender(t: Transcript) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    for envelope in t.verdicts:
+        try:
+            message = codec.decode(envelope, codec.Limits()).message
+        except RemoteProtocolError:
+            continue  # `signatures` names it in the transcript checked; in another copy it proves nothing
+        out.setdefault(message.sender, envelope)
+    return out
+
+
+def _compare_unfinished(t: Transcript, check: Check, source: str, other: Transcript) -> None:
+    """Two signed copies of one round, one of them (or both) not final: what the collector signs once and never
+    changes must be the same in both (SPEC §8.5): the announce, the roster and the release once there, a subject's
+    verdict (a second, different one is refused, `conflicting_verdict`); what it only adds to (verdicts,
+    shuffle_starts) must be in the final copy when one is. Found by an attacker: a copy labelled not final escaped
+    every comparison, whatever release it held."""
+    once = (("announce", t.announce, other.announce), ("roster", t.roster, other.roster),
+            ("release", t.release, other.release))
+    differ = [what for what, mine, theirs in once if mine is not None and theirs is not None and mine != theirs]
+    mine_v, theirs_v = _verdicts_by_sender(t), _verdicts_by_sender(other)
+    if any(mine_v[key] != theirs_v[key] for key in mine_v.keys() & theirs_v.keys()):
+        differ.append("a subject's verdict")
+    final, unfinished = (t, other) if t.phase in FINAL_PHASES else (other, t) if other.phase in FINAL_PHASES else \
+        (None, None)
+    if final is not None and unfinished is not None:
+        if not set(unfinished.verdicts) <= set(final.verdicts):
+            differ.append("verdicts (the unfinished copy holds one the final copy does not)")
+        if final.shuffle_starts_included and not set(unfinished.shuffle_starts) <= set(final.shuffle_starts):
+            differ.append("shuffle_starts (the unfinished copy holds one the final copy does not)")
+    if differ:
+        check.fail(f"{source}: the collector signed two transcripts of this round that no one round explains, one "
+                   f"not final (phase {other.phase!r} against {t.phase!r}; they differ in {', '.join(differ)}): it "
+                   "showed two auditors two rounds, proven by its two signatures")
 
 
 def _signed_part(t: Transcript) -> dict[str, object]:
