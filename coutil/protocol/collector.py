@@ -411,6 +411,10 @@ class CollectorNode(CollectorCore):
         known = self._verdicts.get(message.sender)
         if known is not None and known != message:
             raise RemoteProtocolError("conflicting_verdict", "a second, different verdict")
+        if known is None and self.state == CollectorState.DONE:
+            # Its transcript is final once the round is done (SPEC §8.5): a verdict recorded now would make two honest
+            # exports of the done round two different signed statements. Not acknowledged: it is no verdict of it.
+            raise RemoteProtocolError("late", "a new verdict after the round is done", ignore=True)
         if known is None:
             self._verdicts[message.sender] = message
             self._event(VerdictAccepted(now, topics.sid_of(message.sender), message.sender, digest, message.accept,

@@ -105,3 +105,32 @@ def test_registrations_beside_registrations_included_false_are_not_read(
     code, result, _ = verify(run.directory, capsys)
     assert code == 3 and "membership" in failed(result), failed(result)
     assert "not in the roster" in failed(result)["membership"][0]
+
+
+def test_a_verdict_arriving_once_the_round_is_done_leaves_its_transcript_as_it_was(tmp_path: Path) -> None:
+    """Found by the attacker of the signed transcript: the collector recorded (and acknowledged) a new verdict in phase
+    done, so two honest exports of a done round, one before and one after a late verdict, were two different final
+    statements it signed: a false conviction. A new verdict once done is now IGNORE `late`, unacknowledged (SPEC §7.3,
+    §8.5); one already recorded is still acknowledged again."""
+    from coutil.protocol import topics
+    from coutil.protocol.messages import Verdict
+    from coutil.protocol.states import CollectorState
+
+    run = run_round(tmp_path, vanish={0: 4.0})  # registered, then silent: no verdict of hers
+    collector = run.collector
+    assert collector.state == CollectorState.DONE
+    late = run.subjects[0]
+    before = read_transcript(run.directory / "transcript.json")
+    verdicts = len(collector.outcome().verdicts)
+    assert before.release is not None and len(before.verdicts) == verdicts
+    verdict = Verdict(collector.round_id, late.public_key, True, "ok", codec.decode(before.release).digest, bytes(32))
+    out = collector.receive(topics.subject_up(collector.round_id, late.public_key),
+                            codec.encode(verdict, late._identity), 10_000.0)
+    assert out == [] and collector.rejections[-1].reason == "late" and collector.rejections[-1].ignored
+    assert len(collector.outcome().verdicts) == verdicts
+    # A verdict it holds is acknowledged again (a subject re-sending after a lost ack).
+    known = before.verdicts[0]
+    sender = codec.decode(known).message.sender
+    rejected = len(collector.rejections)
+    again = collector.receive(topics.subject_up(collector.round_id, sender), known, 10_001.0)
+    assert len(again) == 1 and len(collector.rejections) == rejected
