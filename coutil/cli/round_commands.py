@@ -25,7 +25,12 @@ from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 if TYPE_CHECKING:
     from coutil.round.report import RoundReport
 
-OUTPUT_FILES = "release.csv, manifest.json, audit.json, trace.jsonl, report.json, transcript.json"
+
+def _written(out: Path) -> str:
+    """The round's files in ``out``, as written (evidence.json and transcript.json included)."""
+    from coutil.round.report import ROUND_OUTPUT_NAMES
+
+    return f"outputs written to {out}/ ({', '.join(name for name in ROUND_OUTPUT_NAMES if (out / name).exists())})"
 
 
 def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, str]]) -> Table:
@@ -149,10 +154,10 @@ def _check_out(out: Path | None, inputs: dict[str, Path | None], force: bool) ->
     if out is None:
         return
     from coutil.fileio import check_replaceable_directory, refuse_overwriting_inputs
-    from coutil.round.report import ROUND_OUTPUT_NAMES
+    from coutil.round.report import ROUND_REPLACEABLE_NAMES
 
     refuse_overwriting_inputs({"--out": out}, inputs, force=force, directories=("--out",))
-    check_replaceable_directory(out, ROUND_OUTPUT_NAMES)
+    check_replaceable_directory(out, ROUND_REPLACEABLE_NAMES)
 
 
 def run_round_command(
@@ -217,7 +222,7 @@ def run_round_command(
         for line in _adversary_lines(summary):
             err_console.print(line)
         err_console.print(_outcome_line(summary, config.k))
-        err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
+        err_console.print(_written(out))
         err_console.print(f"all of it on one HTML page: [bold]coutil report {out}[/]")
     _check_round(report, summary, out, every_subject=True)
     return summary
@@ -255,7 +260,7 @@ def simulate(
         for line in _adversary_lines(summary):
             err_console.print(line)
         if out is not None:
-            err_console.print(f"outputs written to {out}/ ({OUTPUT_FILES})")
+            err_console.print(_written(out))
     _check_round(report, summary, out, every_subject=False)
     return summary
 

@@ -325,18 +325,21 @@ def join_command(
     from coutil.protocol.states import SubjectState
     from coutil.round.evidence import VerdictEvidence, write_evidence
     from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
-    from coutil.sdc.dataset import load_csv
+    from coutil.sdc.dataset import read_csv_table, table_to_dataset
 
-    address = _address(broker, ca_file)
-    announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 60.0),
-                                           expected_key=parse_collector_key(collector_key)))
-    dataset = load_csv(data, list(announced.qi_names + announced.confidential_names))
-    if not 1 <= row <= dataset.n:
-        raise InputError(f"bad --row {row}: {data} has {dataset.n} data rows")
-    values = dataset.values[row - 1]
-    q = len(announced.qi_names)
+    # What the command line says is checked before waiting for a round (up to --timeout): a mistyped file
+    # or row is an input error now, not "no round announced" minutes later. Her columns are the announce's.
     if min_k < 1:
         raise InputError(f"bad --min-k {min_k}: expected a positive number")
+    expected_key = parse_collector_key(collector_key)
+    address = _address(broker, ca_file)
+    table = read_csv_table(data)
+    if not 1 <= row <= table.n:
+        raise InputError(f"bad --row {row}: {data} has {table.n} data rows")
+    announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 60.0), expected_key=expected_key))
+    dataset = table_to_dataset(table, list(announced.qi_names + announced.confidential_names))
+    values = dataset.values[row - 1]
+    q = len(announced.qi_names)
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())], min_k=min_k)
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
@@ -421,16 +424,16 @@ def swarm_command(
     from coutil.protocol.states import SubjectState
     from coutil.round.setup import default_data_path
     from coutil.round.subjects import RoundWatch, fetch_announce, host_subjects, make_subjects
-    from coutil.sdc.dataset import load_csv
+    from coutil.sdc.dataset import read_csv_table, table_to_dataset
 
     if count < 1:
         raise InputError(f"bad --count {count}: expected a positive number")
     if min_k < 1:
         raise InputError(f"bad --min-k {min_k}: expected a positive number")
     address = _address(broker, ca_file)
+    table = read_csv_table(data if data is not None else default_data_path())  # before waiting for a round
     announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 120.0)))
-    dataset = load_csv(data if data is not None else default_data_path(),
-                       list(announced.qi_names + announced.confidential_names))
+    dataset = table_to_dataset(table, list(announced.qi_names + announced.confidential_names))
     rows = np.random.default_rng().choice(dataset.n, size=count, replace=count > dataset.n)
     q = len(announced.qi_names)
     nodes = make_subjects(announced, [(dataset.values[i, :q].tolist(), dataset.values[i, q:].tolist())

@@ -288,6 +288,11 @@ def _validate(study: Study, check_files: bool) -> None:
             subject_strategy(strategy, study.strategy_params(strategy))
     for name in study.grid.get("deviation", []):
         subject_strategy(str(name), study.strategy_params(str(name)))
+    deviating = [str(name) for name in study.grid.get("deviation", []) if str(name) != "honest"]
+    if deviating and study.focal == 0:
+        # The focal subjects play the deviation: with none, every such cell is honest play under another name.
+        raise InputError(f"{where} [grid] deviation {', '.join(deviating)}: [study] focal is 0, so no subject "
+                         "would play it; set focal = N (the subjects who deviate in each cell)")
     smallest = min((int(n) for n in study.grid.get("n", [100])), default=100)
     for name in study.grid.get("collector", []):
         collector = collector_strategy(str(name), study.collector_params(str(name)))

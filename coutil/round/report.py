@@ -215,6 +215,9 @@ def typed_manifest(entries: Iterable[tuple[str, str]]) -> dict[str, object]:
 #: The files of a round's output directory (`write_outputs`).
 ROUND_OUTPUT_NAMES = ("release.csv", "manifest.json", "audit.json", "trace.jsonl", "report.json", TRANSCRIPT_NAME,
                       EVIDENCE_NAME, SECOND_TRANSCRIPT_NAME)
+#: What an output directory may hold and still be replaced whole by a new round: its files, and the page
+#: ``coutil report DIR`` writes into it by default (`coutil.round.html_report`), stale once the round is.
+ROUND_REPLACEABLE_NAMES = (*ROUND_OUTPUT_NAMES, "report.html")
 
 
 def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_dir: Path,
@@ -233,9 +236,9 @@ def write_outputs(report: RoundReport, events: Iterable[tuple[str, Event]], out_
 
     All or nothing: they are written into a temporary directory beside ``out_dir`` which replaces
     ``out_dir`` whole when they are complete. An existing ``out_dir`` holding anything but these
-    files is refused (`InputError`) rather than replaced.
+    files (and the ``report.html`` of ``coutil report``) is refused (`InputError`) rather than replaced.
     """
-    with staged_directory(out_dir, replaceable=ROUND_OUTPUT_NAMES) as staging:
+    with staged_directory(out_dir, replaceable=ROUND_REPLACEABLE_NAMES) as staging:
         _write_outputs(report, events, staging)
         if transcript is not None:
             write_transcript(staging / TRANSCRIPT_NAME, transcript)

@@ -154,7 +154,7 @@ class RoundSpec:
         try:
             return dataclasses.replace(self.config, **changes)
         except InputError as exc:
-            raise InputError(f"{self.path or 'round config'}: {exc}") from None
+            raise (InputError(f"{self.path}: {exc}") if self.path is not None else exc) from None
 
 
 def local_swarm_timing(subjects: int) -> dict[str, float]:
@@ -284,7 +284,8 @@ def load_round_spec(
     try:
         config = RoundConfig.from_mapping(round_table)
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        # RoundConfig's messages begin "round config: ...": named after the file when there is one.
+        raise (InputError(f"{p}: {exc}") if p is not None else exc) from None
     if config.k == 1 and not allow_k1:
         raise InputError(f"{where}: k = 1 releases every record unchanged (groups of one: no anonymity at all); "
                          "pass --allow-k1 if that is what you mean")

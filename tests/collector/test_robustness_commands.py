@@ -190,3 +190,25 @@ def test_the_reading_commands_leave_the_database_as_it_was(tmp_path: Path) -> No
             assert main(["collector", command[0], "--db", str(other), *command[1:]]) == 2, (content, command)
         assert other.read_bytes() == content
         assert not (tmp_path / f"{other.name}-wal").exists()
+
+
+# ------------------------------------------------- J: a subject's own inputs are checked before any network
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["subject", "join", "--data", "{tmp}/missing.csv"], "missing.csv: no such file"),
+    (["subject", "join", "--data", "{tmp}/me.csv", "--row", "3"], "bad --row 3: "),
+    (["subject", "join", "--data", "{tmp}/me.csv", "--min-k", "0"], "bad --min-k 0"),
+    (["subject", "join", "--data", "{tmp}/ragged.csv"], "ragged row"),
+    (["subject", "swarm", "--data", "{tmp}/missing.csv"], "missing.csv: no such file"),
+])
+def test_a_subjects_bad_input_is_an_input_error_before_she_waits_for_a_round(
+        tmp_path: Path, command: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked only once a round was announced, a mistyped file or row waited up to --timeout (600 s) and then
+    said "no round announced" (exit 6), or, with no broker, "cannot reach the broker" (exit 6): here no broker
+    listens, and the input error comes first."""
+    (tmp_path / "me.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "ragged.csv").write_text("a,b\n1,2\n3\n")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    assert main([*argv, "--broker", "mqtt://127.0.0.1:1", "--timeout", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and expected in err, err

@@ -109,6 +109,8 @@ def test_a_directory_as_config_is_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     (("[round]", "[mix.m]\nhonest = \"all\"\n[round]"), "[mix.m] honest must be a number"),
     (("[round]", "[risk]\ncollector = \"x\"\n[round]"), "[risk]: collector must be a number"),
     (("[round]", "[attributes.a]\nqi = \"x\"\n[round]"), "[attributes.a] qi must be a list of names"),
+    # No focal subject (focal defaults to 0): the deviation ran as honest play under its name, silently.
+    (("k = [3]", 'k = [3]\ndeviation = ["honest", "copycat"]'), "[grid] deviation copycat: [study] focal is 0"),
 ])
 def test_values_of_the_wrong_type_in_the_study_file_are_exit_2(
         tmp_path: Path, edit: tuple[str, str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:

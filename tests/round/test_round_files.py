@@ -82,6 +82,14 @@ def test_bad_overrides_are_one_line_input_errors(sets: list[str], message: str) 
         load_round_spec(CONFIGS / "small.toml", sets=sets)
 
 
+@pytest.mark.parametrize("sets", [["nonsense=1"], ["k=0"]])
+def test_a_bad_override_without_a_round_file_says_round_config_once(sets: list[str]) -> None:
+    """Without --config the message read "round config: round config: unknown key(s) ..."."""
+    with pytest.raises(InputError) as caught:
+        load_round_spec(None, sets=sets)
+    assert str(caught.value).startswith("round config: ") and str(caught.value).count("round config") == 1, caught.value
+
+
 @pytest.mark.parametrize("kind", ["directory", "binary", "not-toml", "missing"])
 def test_a_config_that_is_not_a_round_file_is_exit_2(kind: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,3 +103,22 @@ def test_a_config_that_is_not_a_round_file_is_exit_2(kind: str, tmp_path: Path,
     assert main(["simulate", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_run_directory_with_its_html_report_is_run_again_and_every_file_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`coutil report DIR` writes DIR/report.html by default; a second round into DIR was then refused ("holds
+    files that are not outputs of a round (report.html)"). The page is replaced with the rest; a file of the
+    user's own still is not. The closing line names every file written, evidence.json too (it did not)."""
+    out = tmp_path / "run"
+    argv = ["simulate", "--config", str(CONFIGS / "small.toml"), "--set", "data.rows=10", "--out", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    written = err[err.index("outputs written to"):].split("\n")[0]
+    assert all(name in written for name in ("transcript.json", "evidence.json")), written
+    (out / "report.html").write_text("<p>the previous round</p>")
+    assert main(argv) == 0, capsys.readouterr().err
+    assert not (out / "report.html").exists() and (out / "evidence.json").exists()
+    (out / "notes.txt").write_text("mine")
+    assert main(argv) == 2
+    assert "notes.txt" in capsys.readouterr().err and (out / "notes.txt").read_text() == "mine"
