@@ -43,8 +43,9 @@ def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[
     """The transcript's signature, then each other copy given (``others``: (source, transcript)) against it."""
     t = r.transcript
     committed = r.announce is not None and commits_to_signed_transcript(r.announce.params.manifest)
+    signed = signed_by_collector(t)  # hashes the whole file: once
     if t.collector_signature:
-        if not signed_by_collector(t):
+        if not signed:
             check.fail("the transcript's collector_signature is not the collector's signature of its content (altered "
                        "after signing, or forged)")
     elif committed:
@@ -53,7 +54,6 @@ def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[
     else:
         check.skip(f"an unsigned transcript (version {t.version}) of a round whose announce does not commit to a "
                    "signed one (an older coutil's): another copy of it would prove nothing")
-    signed = bool(t.collector_signature) and signed_by_collector(t)
     if (signed or committed) and t.phase not in COLLECTOR_PHASES:
         check.fail(f"phase {t.phase[:64]!r} is no collector phase ({', '.join(sorted(COLLECTOR_PHASES))}): a copy so "
                    "labelled escapes the comparison of final copies (SPEC §8.5)")
@@ -62,20 +62,21 @@ def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[
                    "incomplete, and another copy is compared with it only in what never changes once signed (the "
                    "announce, roster, release, each subject's verdict, the shuffle_starts)")
     for source, other in others:
-        _compare(t, check, source, other)
+        _compare(t, signed, check, source, other)
     if check.status == "pass" and t.collector_signature:
         check.notes.append("signed by the collector" + (f"; {len(others)} other copy(ies) the same statement"
                                                        if others else ""))
 
 
-def _compare(t: Transcript, check: Check, source: str, other: Transcript) -> None:
+def _compare(t: Transcript, signed: bool, check: Check, source: str, other: Transcript) -> None:
+    """``other`` against ``t`` (``signed``: whether ``t``'s signature is the collector's)."""
     if other.round_id != t.round_id or other.collector_key != t.collector_key:
         check.notes.append(f"{source}: another round or collector, not a copy of this transcript (not compared)")
         return
     if not signed_by_collector(other):
         check.notes.append(f"{source}: not signed by the collector (or altered): proves nothing (not compared)")
         return
-    if not t.collector_signature or not signed_by_collector(t):
+    if not signed:
         check.notes.append(f"{source}: signed, but this transcript is not: nothing to compare it with")
         return
     if other.phase not in COLLECTOR_PHASES:
@@ -136,7 +137,7 @@ def _signed_part(t: Transcript) -> dict[str, object]:
 
 
 def check_equivocation_evidence(check: Check, evidence: Sequence[Evidence] | None, round_id: bytes | None,
-                        collector_key: bytes | None, published: RosterReceipt | None = None) -> set[bytes]:
+                                collector_key: bytes | None, published: RosterReceipt | None = None) -> set[bytes]:
     """No subject shows two different roster roots the collector signed for the round: her proof, or receipts
     (hers, other subjects', and ``published``, the transcript's announce and roster) stating different roots.
     Returns the rounds proven to be equivocated."""
