@@ -163,22 +163,31 @@ def _sealed_at(g: _Grouping, r: VerifiedRound, t: float) -> list[tuple[int, list
     return sorted(out.items())
 
 
-#: The most merges of one instant, depending on one another, whose orders are always searched to the end (through the
-#: sets of them that can come first: up to 2^n). An honest step merges a handful of groups; more are a round whose
-#: groups all time out at one `now` (a simulation's equal deadlines), where most merges do not depend on one another
-#: and are searched apart. A larger set is searched too, within the work a set of this many may take
-#: (`_search_budget`: the sets a group's run order allows are often few, as for many merges into one group); only
-#: beyond that work is each merge compared under any state the others may have left (the check before the search:
-#: sound, weaker), and the check's notes count them. (Found by an attacker of the search: 14 groups merged into one
-#: at one instant beside two swapped merges took every merge of the instant past the search, and the swap passed.)
-_ORDER_SEARCH = 12
+#: The work (`_Orders.cost` units: one per merge a `_blocker` call looks at) the auditor grants, over the whole
+#: transcript, to searching the merges of an instant for an order other than the listed one (`_longest_order`). An
+#: honest collector lists its shuffle_starts in the order it issued them, which is the order it decided its merges in
+#: (`_exclude`: each merge's closing shuffle_start, then the target's run, before the next group's timeout), so the
+#: listed order fits and is checked in one pass; only a transcript listing them otherwise is searched (up to 2^n sets
+#: of n merges depending on one another). A per-instant allowance let a collector craft hundreds of instants of ~13
+#: such merges, about 1.9 s of verify each, and beyond it each merge was compared under any state the others may have
+#: left, a weaker check (found by the attackers of b410e13 and b208db8): now the search beyond this work fails,
+#: naming the instant. The whole of it is about a second of verify (measured on 6 sets of 15 such merges, the
+#: crafted round of tests/verify/test_verify_merge_budget.py: 86 s before, 2 s in all).
+_SEARCH_WORK = 1 << 20
 
 
-def _search_budget(merges: int) -> int:
-    """The `_blocker` calls a search of ``merges`` may make: as many as an exhaustive search of `_ORDER_SEARCH`
-    merges at most (2^n sets, n calls each), fewer for more merges, each call costing about n^2."""
-    n = max(1, merges)
-    return max(1, ((1 << _ORDER_SEARCH) * _ORDER_SEARCH * _ORDER_SEARCH * _ORDER_SEARCH) // (n * n))
+@dataclass
+class _SearchBudget:
+    """What is left of `_SEARCH_WORK` for the transcript being verified."""
+
+    left: int = field(default_factory=lambda: _SEARCH_WORK)
+
+    def spend(self, units: int) -> bool:
+        """Take ``units`` of the work; False (nothing taken) when fewer are left."""
+        if units > self.left:
+            return False
+        self.left -= units
+        return True
 
 
 def _states_at(g: _Grouping, r: VerifiedRound, label: int,
@@ -197,32 +206,50 @@ def _states_at(g: _Grouping, r: VerifiedRound, label: int,
     return out
 
 
-def _blocker(i: int, placed: set[int] | frozenset[int], merges: Sequence[int], where: Sequence[dict[int, int]],
-             near: Sequence[dict[int, list[float | None]]]) -> tuple[bool, tuple[int, float] | None]:
-    """Could merge ``i`` come right after the merges ``placed`` (of ``merges``, the others after it) and go to its
-    nearest group? ``where[j]``: the index among each changed group's states of merge j's run there; ``near[i]``:
-    per other changed group and state, its squared distance if it would have taken i's movers first, else None.
-    (False, None) if the signed runs put it elsewhere; (False, (group, distance)) if that group, in every state
-    this order leaves it, would have taken the movers first."""
-    for label, p in where[i].items():
-        if any(j != i and label in where[j] and (where[j][label] < p) != (j in placed) for j in merges):
+@dataclass
+class _Orders:
+    """The merges of one instant as `_blocker` orders them. ``where[i]``: the index among each changed group's states
+    of merge i's run there; ``near[i]``: per other changed group that would have taken i's movers first in some state,
+    per state, its squared distance if it would have, else None."""
+
+    where: list[dict[int, int]]
+    near: list[dict[int, list[float | None]]]
+
+    def __post_init__(self) -> None:
+        #: Per changed group, the merges with a run in it: all in one part of the instant (`_check_instant` joins a
+        #: merge with every merge changing a group its own changes or that may have been nearer).
+        self.touching: dict[int, list[int]] = defaultdict(list)
+        for j, runs in enumerate(self.where):
+            for label in runs:
+                self.touching[label].append(j)
+        #: What one `_blocker` call on merge i costs: the merges it looks at (`_SEARCH_WORK`).
+        self.cost = [1 + sum(len(self.touching[label]) for label in (*self.where[i], *self.near[i]))
+                     for i in range(len(self.where))]
+
+
+def _blocker(o: _Orders, i: int, placed: set[int] | frozenset[int]) -> tuple[bool, tuple[int, float] | None]:
+    """Could merge ``i`` come right after the merges ``placed`` (of its part of the instant, the others after it) and
+    go to its nearest group? (False, None) if the signed runs put it elsewhere; (False, (group, distance)) if that
+    group, in every state this order leaves it, would have taken the movers first."""
+    for label, p in o.where[i].items():
+        if any(j != i and (o.where[j][label] < p) != (j in placed) for j in o.touching[label]):
             return False, None
-    for label, ds in near[i].items():
-        lo = max((where[j][label] for j in placed if label in where[j]), default=0)
-        hi = min((where[j][label] for j in merges if j != i and j not in placed and label in where[j]),
-                 default=len(ds)) - 1
+    for label, ds in o.near[i].items():
+        lo = max((o.where[j][label] for j in o.touching[label] if j in placed), default=0)
+        hi = min((o.where[j][label] for j in o.touching[label] if j not in placed), default=len(ds)) - 1
         span = ds[lo:hi + 1]
         if span and all(d is not None for d in span):
             return False, (label, max(d or 0.0 for d in span))
     return True, None
 
 
-def _check_instant(g: _Grouping, r: VerifiedRound, check: Check, hops: list[_Hop]) -> int:
-    """Rule (b) for the merges issued at one instant (one step of the collector: their order is not signed): some
-    order of them in which each went to its nearest group, the groups they change in the states the merges before
-    it in that order left (found by a reviewer of the size rule: each merge compared under any state of the other's
-    groups let a collector swap two merges of a step, each excused by a state only the other order has). Returns how
-    many merges were compared under any order of the others instead (`_search_budget`)."""
+def _check_instant(g: _Grouping, r: VerifiedRound, check: Check, hops: list[_Hop], budget: _SearchBudget) -> bool:
+    """Rule (b) for the merges issued at one instant (one step of the collector: no message orders them): some order
+    of them in which each went to its nearest group, the groups they change in the states the merges before it in
+    that order left (found by a reviewer of the size rule: each merge compared under any state of the other's groups
+    let a collector swap two merges of a step, each excused by a state only the other order has). The order the
+    transcript lists them in first (an honest collector's, `_SEARCH_WORK`), then a search within ``budget``; beyond
+    it, a failure. Returns whether an order other than the listed one was needed and found."""
     times = [hop.t for hop in hops]
     changed = {label for hop in hops for label in (hop.source, hop.target)}
     # The groups no merge of the instant changes: in the states `_sealed_at` gives, whatever the order.
@@ -242,11 +269,14 @@ def _check_instant(g: _Grouping, r: VerifiedRound, check: Check, hops: list[_Hop
     for hop in live:
         here = g.mean(hop.movers)
         distance.append(float(np.sum((g.centroid(hop.target, hop.before) - here) ** 2)))
-        near.append({label: [None if state is None else
-                             _nearer(g, here, len(hop.movers), distance[-1], hop.target, label, *state)
-                             for _, state in states[label]]
-                     for label in changed if label not in (hop.source, hop.target)})
-    # Merges that change no group another depends on are ordered apart (union-find over the dependencies).
+        ds = {label: [None if state is None else
+                      _nearer(g, here, len(hop.movers), distance[-1], hop.target, label, *state)
+                      for _, state in states[label]]
+              for label in changed if label not in (hop.source, hop.target)}
+        near.append({label: d for label, d in ds.items() if any(x is not None for x in d)})
+    o = _Orders(where, near)
+    # Merges that change no group another depends on are ordered apart (union-find over the dependencies: one
+    # group changed by both, or changed by one and in some state nearer for the other's movers).
     parent = list(range(len(live)))
 
     def root(i: int) -> int:
@@ -256,46 +286,61 @@ def _check_instant(g: _Grouping, r: VerifiedRound, check: Check, hops: list[_Hop
         return i
 
     for i in range(len(live)):
-        for j in range(len(live)):
-            if i != j and any(label in where[i] or any(d is not None for d in near[i].get(label, ()))
-                              for label in where[j]):
+        for label in (*where[i], *near[i]):
+            for j in o.touching[label]:
                 parent[root(i)] = root(j)
     parts: dict[int, list[int]] = defaultdict(list)
     for i in range(len(live)):
         parts[root(i)].append(i)
-    limited = 0
+    reordered = False
     for merges in parts.values():
-        placed, searched = _longest_order(merges, where, near)
+        listed = sorted(merges, key=lambda i: live[i].listed)
+        misfit = _misfit(o, listed)
+        if misfit is None:
+            continue
+        placed, searched = _longest_order(o, merges, budget)
         if len(placed) == len(merges):
+            reordered = True
             continue
         if not searched:
-            limited += len(merges)
-            for i in merges:
-                blocker = _blocker(i, set(), [i], where, near)[1]
-                if blocker is not None:
-                    check.fail(_not_nearest(live[i], distance[i], blocker, len(merges)))
+            i, blocker = misfit
+            why = (f"group {blocker[0]}, still sealed, is nearer ({blocker[1]:.6g})" if blocker is not None
+                   else "the signed runs put it elsewhere")
+            check.fail(f"the {len(merges)} merges issued at {hops[0].t:.3f} into and out of groups "
+                       f"{sorted({label for j in merges for label in where[j]})}: in the order the transcript lists "
+                       f"them, group {live[i].source}'s merge into group {live[i].target} cannot come next ({why}), "
+                       f"and another order needs more search than the {_SEARCH_WORK} units the auditor grants a "
+                       "transcript")
             continue
         for i in merges:
             if i not in placed:
-                blocker = _blocker(i, placed, merges, where, near)[1]
+                blocker = _blocker(o, i, placed)[1]
                 if blocker is not None:
                     check.fail(_not_nearest(live[i], distance[i], blocker, len(merges), len(placed)))
                     break
         else:
             check.fail(f"the {len(merges)} merges issued at {hops[0].t:.3f} into and out of groups "
                        f"{sorted({label for i in merges for label in where[i]})}: no order fits their signed runs")
-    return limited
+    return reordered
 
 
-def _longest_order(merges: Sequence[int], where: Sequence[dict[int, int]],
-                   near: Sequence[dict[int, list[float | None]]]) -> tuple[frozenset[int], bool]:
+def _misfit(o: _Orders, order: Sequence[int]) -> tuple[int, tuple[int, float] | None] | None:
+    """The first merge of ``order`` that cannot come next, with what blocks it (`_blocker`); None: the order fits."""
+    placed: set[int] = set()
+    for i in order:
+        fits, blocker = _blocker(o, i, placed)
+        if not fits:
+            return i, blocker
+        placed.add(i)
+    return None
+
+
+def _longest_order(o: _Orders, merges: Sequence[int], budget: _SearchBudget) -> tuple[frozenset[int], bool]:
     """The merges that can come first, each to its nearest group, in a largest such set (all: an order exists), and
-    whether the search was complete (False: it ran out of `_search_budget` first, never for `_ORDER_SEARCH` merges
-    or fewer)."""
+    whether the search was complete (False: ``budget`` ran out first)."""
     seen: set[frozenset[int]] = {frozenset()}
     frontier = [frozenset[int]()]
     best = frozenset[int]()
-    budget = _search_budget(len(merges))
     while frontier:
         placed = frontier.pop()
         if len(placed) > len(best):
@@ -305,10 +350,9 @@ def _longest_order(merges: Sequence[int], where: Sequence[dict[int, int]],
         for i in merges:
             if i in placed:
                 continue
-            budget -= 1
-            if budget < 0:
+            if not budget.spend(o.cost[i]):
                 return best, False
-            if _blocker(i, placed, merges, where, near)[0]:
+            if _blocker(o, i, placed)[0]:
                 following = placed | {i}
                 if following not in seen:
                     seen.add(following)
@@ -395,12 +439,18 @@ class _Hop:
     #: The source's closing run and the target's run started with the movers.
     closing: int
     opening: int
+    #: Where the transcript lists the closing shuffle_start (its first copy): the order of the merges an honest
+    #: collector issued at one instant (`_SEARCH_WORK`).
+    listed: int
 
 
 def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[_Hop]:
     """Every merge the signed shuffle_starts state, from each closing shuffle_start naming members `merged` and the
     target's run started with them at once."""
     runs = r.runs()
+    listed: dict[tuple[int, int], int] = {}
+    for n, s in enumerate(r.shuffle_starts):
+        listed.setdefault((s.group, s.run), n)
     hops: list[_Hop] = []
     # The runs with members by time of issue, to find the ones started with a closing shuffle_start.
     started_at = sorted((r.issued(s), s.group, s.run) for s in runs.values() if s.members)
@@ -423,7 +473,7 @@ def _merge_hops(g: _Grouping, r: VerifiedRound, check: Check) -> list[_Hop]:
                        f"{'no' if not started else len(started)} run(s) of another group started with them then")
             continue
         [best] = started
-        hops.append(_Hop(group, best.group, movers, set(best.members) - movers, t, run, best.run))
+        hops.append(_Hop(group, best.group, movers, set(best.members) - movers, t, run, best.run, listed[(group, run)]))
     return hops
 
 
@@ -587,11 +637,11 @@ def _check_targets(g: _Grouping, r: VerifiedRound, check: Check, merged: list[in
                 instants[-1].append(hop)
             else:
                 instants.append([hop])
-        limited = sum(_check_instant(g, r, check, instant) for instant in instants)
-        if limited:
-            check.notes.append(f"{limited} merge(s) issued at one instant with more than {_ORDER_SEARCH} others they "
-                               "depend on, whose orders are too many to search: each compared under any order of the "
-                               "others, not one order for all")
+        budget = _SearchBudget()
+        reordered = sum(_check_instant(g, r, check, instant, budget) for instant in instants)
+        if reordered:
+            check.notes.append(f"the merges of {reordered} instant(s) fit an order other than the one the transcript "
+                               "lists them in (an honest collector lists them in the order it issued them)")
         _suppressed_before_merges(r, check, [(hop.source, hop.t) for hop in hops])
         _no_partner(g, r, check)
         return
