@@ -17,7 +17,6 @@ the swap passed the weaker check; with two structures at one instant the old sea
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ import pytest
 
 from coutil.net.memory import MemoryBus
 from coutil.protocol import crypto
-from coutil.protocol.collector import CollectorNode
 from coutil.protocol.collector_groups import GroupState
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Outgoing, SeededRandom
@@ -37,8 +35,7 @@ from coutil.round import verify_grouping
 from coutil.round.report import RoundReport, write_outputs
 from coutil.round.transcript import TranscriptRecorder
 from tests.verify.test_verify import failed, verify
-
-GRID = 15.0
+from tests.verify.test_verify_merge_fallback import GRID, NamedOnGrid
 
 
 def _data(ring: int, structures: int) -> tuple[RoundConfig, np.ndarray, list[str]]:
@@ -67,29 +64,17 @@ def _data(ring: int, structures: int) -> tuple[RoundConfig, np.ndarray, list[str
     return config, qi, names
 
 
-class _Crafted(CollectorNode):
+class _Crafted(NamedOnGrid):
     """Every timeout at a multiple of 15 s; with ``swap``, at the first such `now`, each structure's R_i handled
     first (honestly, into T_i), then B (into X), then A (into Y), and the transcript lists them so."""
 
     swap = False
     ring = 0
     structures = 0
-    name_of: dict[bytes, str]
-    names: dict[int, str]
     merges: list[tuple[str, str]]
 
-    def _label_name(self, label: int) -> str:
-        """A group's name by its MDAV members (read at its first timeout, before any merge)."""
-        if not hasattr(self, "names"):
-            self.names = {g.label: self.name_of[g.members[0]] for g in self._groups.values()}
-        return self.names[label]
-
-    def _named(self, name: str) -> GroupState:
-        return next(g for g in self._groups.values() if self._label_name(g.label) == name)
-
     def _group_timeout(self, group: GroupState, now: float) -> list[Outgoing]:
-        if group.silent_members() and now % GRID != 0.0:
-            group.deadline = math.ceil(now / GRID) * GRID
+        if self._off_grid(group, now):
             return []
         out: list[Outgoing] = []
         if self.swap and not getattr(self, "ordered", False) and now % GRID == 0.0:

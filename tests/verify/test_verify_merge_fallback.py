@@ -57,14 +57,12 @@ def _data(ring: int) -> tuple[RoundConfig, np.ndarray, list[str]]:
     return config, qi, names
 
 
-class _SwapOnGrid(CollectorNode):
-    """Every timeout at a multiple of 15 s; with ``swap``, B's timeout handled first at that `now` and A's and B's
-    movers routed to each other's nearest group."""
+class NamedOnGrid(CollectorNode):
+    """A crafting collector: groups named by their MDAV members (``name_of``), every timeout moved to a multiple of
+    `GRID` seconds so that several groups time out at one `now` (shared with test_verify_merge_budget.py)."""
 
-    swap = False
     name_of: dict[bytes, str]
     names: dict[int, str]
-    merges: list[tuple[str, str, str]]
 
     def _label_name(self, label: int) -> str:
         """A group's name by its MDAV members (read at its first timeout, before any merge)."""
@@ -75,9 +73,23 @@ class _SwapOnGrid(CollectorNode):
     def _named(self, name: str) -> GroupState:
         return next(g for g in self._groups.values() if self._label_name(g.label) == name)
 
-    def _group_timeout(self, group: GroupState, now: float) -> list[Outgoing]:
+    def _off_grid(self, group: GroupState, now: float) -> bool:
+        """A timeout with silent members before the grid: moved to the next multiple of `GRID` (True)."""
         if group.silent_members() and now % GRID != 0.0:
             group.deadline = math.ceil(now / GRID) * GRID
+            return True
+        return False
+
+
+class _SwapOnGrid(NamedOnGrid):
+    """Every timeout at a multiple of 15 s; with ``swap``, B's timeout handled first at that `now` and A's and B's
+    movers routed to each other's nearest group."""
+
+    swap = False
+    merges: list[tuple[str, str, str]]
+
+    def _group_timeout(self, group: GroupState, now: float) -> list[Outgoing]:
+        if self._off_grid(group, now):
             return []
         out: list[Outgoing] = []
         if self.swap and not getattr(self, "b_first", False) and now % GRID == 0.0:
