@@ -24,18 +24,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coutil.net.memory import MemoryBus
 from coutil.protocol import crypto
 from coutil.protocol.collector_groups import GroupState
 from coutil.protocol.config import RoundConfig
 from coutil.protocol.node import Outgoing, SeededRandom
-from coutil.protocol.subject import SubjectNode
-from coutil.protocol.subject_audit import SharedCaches
 from coutil.round import verify_grouping
-from coutil.round.report import RoundReport, write_outputs
-from coutil.round.transcript import TranscriptRecorder
 from tests.verify.test_verify import failed, verify
-from tests.verify.test_verify_merge_fallback import GRID, NamedOnGrid
+from tests.verify.test_verify_merge_fallback import GRID, NamedOnGrid, play_on_grid
 
 
 def _data(ring: int, structures: int) -> tuple[RoundConfig, np.ndarray, list[str]]:
@@ -99,35 +94,15 @@ class _Crafted(NamedOnGrid):
 
 def _run(tmp_path: Path, ring: int, structures: int, swap: bool, seed: int = 1) -> tuple[Path, _Crafted]:
     config, qi, names = _data(ring, structures)
-    n = len(qi)
     root = SeededRandom(seed)
     rng = root.fork("collector")
     collector = _Crafted(config, identity=crypto.SigningKey.generate(rng.fork("identity")), rng=rng,
                          round_id=root.fork("round").bytes(16))
     collector.swap, collector.ring, collector.structures = swap, ring, structures
-    recorder = TranscriptRecorder(collector)
-    caches = SharedCaches()
-    subjects = [SubjectNode(collector_key=collector.public_key, qi=qi[i], confidential=np.array([1000.0 + 10 * i]),
-                            rng=root.fork(f"subject-{i}"), caches=caches, retry_interval=1.0) for i in range(n)]
-    collector.name_of = {s.public_key: names[i] for i, s in enumerate(subjects)}
-    # One member of each A, B and R_i.
+    # One member of each A, B and R_i, registered, nothing of her run sent.
     silent = [i for i, name in enumerate(names) if name.split(":")[1][0] in "ABR" and i % 3 == 2]
-    bus = MemoryBus(seed=seed)
-    bus.add_node("collector", recorder)
-    for subject in subjects:
-        bus.add_node(subject.sid, subject)
-    for i in silent:
-        bus.vanish(subjects[i].sid, 5.0)  # registered, nothing of her run sent
-    bus.run_until(until=3000.0, predicate=lambda: collector.finished and all(
-        s.finished for i, s in enumerate(subjects) if i not in silent))
-    report = RoundReport(outcome=collector.outcome(), subjects=n, stop_reason="finished", virtual_time=bus.now,
-                         wall_times={}, traffic={}, rejections={}, events=0, dropped={}, vanished=[],
-                         subject_states={})
-    transcript = recorder.transcript(include_registrations=True)
-    assert transcript is not None
     directory = tmp_path / f"ring-{ring}-{structures}-{'swap' if swap else 'honest'}"
-    write_outputs(report, [], directory, transcript, evidence=[s.verdict_evidence() for s in subjects])
-    return directory, collector
+    return play_on_grid(collector, qi, names, silent, 5.0, directory, seed), collector
 
 
 def _expected(ring: int, structures: int, swap: bool) -> list[tuple[str, str]]:

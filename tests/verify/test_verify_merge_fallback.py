@@ -111,24 +111,33 @@ class _SwapOnGrid(NamedOnGrid):
 
 def _run(tmp_path: Path, ring: int, swap: bool, seed: int = 1) -> tuple[Path, _SwapOnGrid]:
     config, qi, names = _data(ring)
-    n = len(qi)
     root = SeededRandom(seed)
     rng = root.fork("collector")
     collector = _SwapOnGrid(config, identity=crypto.SigningKey.generate(rng.fork("identity")), rng=rng,
                             round_id=root.fork("round").bytes(16))
     collector.swap = swap
+    silent = [i for i, name in enumerate(names) if name not in ("X", "Y") and i % 3 == 2]
+    return play_on_grid(collector, qi, names, silent, 6.0, tmp_path / f"ring-{ring}-{'swap' if swap else 'honest'}",
+                        seed), collector
+
+
+def play_on_grid(collector: NamedOnGrid, qi: np.ndarray, names: list[str], silent: list[int], vanish_at: float,
+                 directory: Path, seed: int) -> Path:
+    """One in-memory round of ``collector`` with a subject per row of ``qi`` (named ``names``), the ``silent`` ones
+    registered and then gone at ``vanish_at``; its run directory written by the round layer's `write_outputs`."""
+    n = len(qi)
+    root = SeededRandom(seed)
     recorder = TranscriptRecorder(collector)
     caches = SharedCaches()
     subjects = [SubjectNode(collector_key=collector.public_key, qi=qi[i], confidential=np.array([1000.0 + 10 * i]),
                             rng=root.fork(f"subject-{i}"), caches=caches, retry_interval=1.0) for i in range(n)]
     collector.name_of = {s.public_key: names[i] for i, s in enumerate(subjects)}
-    silent = [i for i, name in enumerate(names) if name not in ("X", "Y") and i % 3 == 2]
     bus = MemoryBus(seed=seed)
     bus.add_node("collector", recorder)
     for subject in subjects:
         bus.add_node(subject.sid, subject)
     for i in silent:
-        bus.vanish(subjects[i].sid, 6.0)
+        bus.vanish(subjects[i].sid, vanish_at)
     bus.run_until(until=3000.0, predicate=lambda: collector.finished and all(
         s.finished for i, s in enumerate(subjects) if i not in silent))
     report = RoundReport(outcome=collector.outcome(), subjects=n, stop_reason="finished", virtual_time=bus.now,
@@ -136,9 +145,8 @@ def _run(tmp_path: Path, ring: int, swap: bool, seed: int = 1) -> tuple[Path, _S
                          subject_states={})
     transcript = recorder.transcript(include_registrations=True)
     assert transcript is not None
-    directory = tmp_path / f"ring-{ring}-{'swap' if swap else 'honest'}"
     write_outputs(report, [], directory, transcript, evidence=[s.verdict_evidence() for s in subjects])
-    return directory, collector
+    return directory
 
 
 @pytest.mark.parametrize("ring", [10, 14])
