@@ -45,6 +45,10 @@ def register(app: typer.Typer) -> None:
             "--other-transcript", help="Another copy of this round's transcript (another auditor's, or a run "
             "directory's transcript.second.json): signed by the collector and final, it must be the same statement, "
             "else the two signatures prove the collector showed two rounds. Repeatable.", show_default=False)] = None,
+        require_final: Annotated[bool, typer.Option(
+            "--require-final", help="Fail (exit 3) on a transcript of a round not finished (a phase before done or "
+            "aborted) instead of skipping the comparison of final copies: a collector must not keep its transcript "
+            "open forever to escape it.")] = False,
     ) -> None:
         """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
         group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, no subject
@@ -53,7 +57,8 @@ def register(app: typer.Typer) -> None:
         any other copy given)."""
         from coutil.round.verify import verify_path
 
-        result = verify_path(path, evidence or (), parse_collector_key(collector_key), other_transcript or ())
+        result = verify_path(path, evidence or (), parse_collector_key(collector_key), other_transcript or (),
+                             require_final)
         if as_json:
             emit_json(result.as_dict())
         else:

@@ -556,15 +556,16 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
 
 def verify_transcript(transcript: Transcript, *, directory: Path | None = None, source: str = "",
                       evidence: Sequence[Evidence] | None = None,
-                      others: Sequence[tuple[str, Transcript]] = ()) -> VerifyResult:
+                      others: Sequence[tuple[str, Transcript]] = (), require_final: bool = False) -> VerifyResult:
     """Run every check on ``transcript`` (``directory``: its run directory, for release.csv and manifest.json;
     ``evidence``: the subjects' acknowledged verdicts, `coutil.round.evidence`; None: none given; ``others``: other
-    copies of the transcript, (source, transcript), compared with it)."""
+    copies of the transcript, (source, transcript), compared with it; ``require_final``: a transcript of a round
+    not finished fails `transcript_signature` instead of skipping the comparison of final copies)."""
     r = VerifiedRound(transcript)
     checks = {name: Check(name, catches) for name, catches in CHECKS}
     steps: list[tuple[str, Callable[[VerifiedRound, Check], object]]] = [
         ("signatures", check_signatures),
-        ("transcript_signature", lambda rr, c: check_transcript_signature(rr, c, others)),
+        ("transcript_signature", lambda rr, c: check_transcript_signature(rr, c, others, require_final)),
         ("parameters", check_parameters),
         ("roster", check_roster),
         ("inclusion", check_inclusion),
@@ -602,13 +603,13 @@ def verify_evidence(evidence: Sequence[Evidence], collector_key: bytes, source: 
 
 
 def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collector_key: bytes | None = None,
-                other_transcripts: Sequence[Path] = ()) -> VerifyResult:
+                other_transcripts: Sequence[Path] = (), require_final: bool = False) -> VerifyResult:
     """Verify a run directory (its transcript.json, release.csv, manifest.json and, if there,
     evidence.json) or a transcript file, with the subjects' evidence in ``evidence_files``; with no
     ``path``, what that evidence proves on its own against ``collector_key`` (`verify_evidence`).
     ``collector_key``: the collector's identity as the auditor knows it (a transcript signed under
     another key is an `InputError`); ``other_transcripts``: other copies of the round's transcript (another
-    auditor's), compared with it (`transcript_signature`)."""
+    auditor's), compared with it (`transcript_signature`); ``require_final``: see `verify_transcript`."""
     evidence: list[Evidence] | None = None
     for file in evidence_files:
         evidence = [*(evidence or []), *read_evidence(file)]
@@ -622,14 +623,14 @@ def verify_path(path: Path | None, evidence_files: Sequence[Path] = (), collecto
                              "key): a proof convicts the key that signed it, and anyone can sign an announce")
         return verify_evidence(evidence, collector_key, ", ".join(str(f) for f in evidence_files))
     others = [(str(file), read_transcript(file)) for file in other_transcripts]
-    result = _verify_published(path, evidence, others)
+    result = _verify_published(path, evidence, others, require_final)
     if collector_key is not None and result.collector_key != collector_key.hex():
         raise InputError(f"{path}: signed by collector key {result.collector_key}, not the --collector-key given")
     return result
 
 
 def _verify_published(path: Path, evidence: list[Evidence] | None,
-                      others: Sequence[tuple[str, Transcript]]) -> VerifyResult:
+                      others: Sequence[tuple[str, Transcript]], require_final: bool) -> VerifyResult:
     try:
         # is_dir and exists answer False for a missing path or a symlink loop, and raise for the rest (a name too
         # long, a directory the user may not search): the user's path, exit 2.
@@ -647,7 +648,8 @@ def _verify_published(path: Path, evidence: list[Evidence] | None,
         if has_evidence:
             evidence = [*(evidence or []), *read_evidence(path / EVIDENCE_NAME)]
         return verify_transcript(read_transcript(file), directory=path, source=str(path), evidence=evidence,
-                                 others=others)
+                                 others=others, require_final=require_final)
     if not exists:
         raise InputError(f"{path}: no such file or directory")
-    return verify_transcript(read_transcript(path), source=str(path), evidence=evidence, others=others)
+    return verify_transcript(read_transcript(path), source=str(path), evidence=evidence, others=others,
+                             require_final=require_final)

@@ -39,8 +39,11 @@ def signed_by_collector(transcript: Transcript) -> bool:
         transcript.collector_key, transcript_statement(transcript), transcript.collector_signature)
 
 
-def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[tuple[str, Transcript]] = ()) -> None:
-    """The transcript's signature, then each other copy given (``others``: (source, transcript)) against it."""
+def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[tuple[str, Transcript]] = (),
+                               require_final: bool = False) -> None:
+    """The transcript's signature, then each other copy given (``others``: (source, transcript)) against it.
+    ``require_final``: a copy of a round not finished (a phase before done or aborted) fails instead of being
+    skipped: an auditor who publishes her conclusion holds the collector to one final statement."""
     t = r.transcript
     committed = r.announce is not None and commits_to_signed_transcript(r.announce.params.manifest)
     signed = signed_by_collector(t)  # hashes the whole file: once
@@ -57,6 +60,10 @@ def check_transcript_signature(r: VerifiedRound, check: Check, others: Sequence[
     if (signed or committed) and t.phase not in COLLECTOR_PHASES:
         check.fail(f"phase {t.phase[:64]!r} is no collector phase ({', '.join(sorted(COLLECTOR_PHASES))}): a copy so "
                    "labelled escapes the comparison of final copies (SPEC §8.5)")
+    elif require_final and t.phase not in FINAL_PHASES:
+        check.fail(f"the round was not finished when this copy was written (phase {t.phase}), and a final one was "
+                   "required (--require-final): a collector that never finishes its transcript is compared with "
+                   "another copy only in what never changes once signed (SPEC §8.5)")
     elif signed and t.phase not in FINAL_PHASES:
         check.skip(f"the round was not finished when this copy was written (phase {t.phase}): its verdicts may be "
                    "incomplete, and another copy is compared with it only in what never changes once signed (the "

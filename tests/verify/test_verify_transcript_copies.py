@@ -85,6 +85,29 @@ def test_a_copy_not_final_is_compared_in_what_never_changes_once_signed(
                for note in c["notes"])
 
 
+@pytest.mark.parametrize("signed", [True, False])
+def test_an_auditor_requiring_a_final_transcript_fails_one_never_finished(
+        signed: bool, honest: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC §3's open row: a collector that never finishes its transcript is compared with another copy only in what
+    never changes once signed, and alone such a copy is skipped (exit 0). An auditor who publishes her conclusion
+    asks for the final statement (`--require-final`): a copy of a round not finished then fails, signed or not
+    (exit 3), while the final copy of the same round still passes."""
+    document = json.loads((honest.directory / "transcript.json").read_text())
+    assert document["phase"] == "done"
+    unfinished = tmp_path / "auditing.json"
+    held = {**document, "phase": "auditing", "verdicts": document["verdicts"][1:]}
+    unfinished.write_text(json.dumps(resigned(held, honest.collector) if signed else
+                                     {**held, "collector_signature": ""}))
+    capsys.readouterr()
+    code = main(["verify", str(unfinished), "--json", "--require-final"])
+    check = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["transcript_signature"]
+    assert code == 3 and check["status"] == "fail", check
+    assert any("not finished" in problem and "--require-final" in problem for problem in check["problems"]), check
+    capsys.readouterr()
+    assert main(["verify", str(honest.directory), "--require-final", "--json"]) == 0
+    capsys.readouterr()
+
+
 def test_registrations_beside_registrations_included_false_are_not_read(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The registrations are outside the signed statement, and the roster root checks them only when the transcript
