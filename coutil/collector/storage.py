@@ -280,11 +280,15 @@ class CollectorStore:
         self.path = Path(path)
         #: Read-only: the ``-wal``/``-shm`` files this connection made beside the database (see `close`).
         self._made_wal_files = False
-        if self.path.parent and not self.path.parent.exists():
-            raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
-        if self.path.is_dir():
-            # SQLite would only say "unable to open database file".
-            raise InputError(f"{self.path}: is a directory, not a collector database")
+        try:
+            if self.path.parent and not self.path.parent.exists():
+                raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
+            if self.path.is_dir():
+                # SQLite would only say "unable to open database file".
+                raise InputError(f"{self.path}: is a directory, not a collector database")
+        except OSError as exc:  # `Path.exists` raises for a directory this user may not search (EACCES)
+            raise InputError(f"{self.path}: cannot open the collector database ({exc.strerror or exc}: "
+                             f"{self.path.parent} must be searchable by this user)") from None
         try:
             # isolation_level=None: we open transactions explicitly (BEGIN IMMEDIATE), so a commit
             # happens exactly where the code says, never implicitly.
@@ -595,7 +599,9 @@ class CollectorStore:
             rows = self._db.execute(
                 "SELECT r.round_id, r.phase, r.created_at, r.updated_at, "
                 "(SELECT count(*) FROM registrations g WHERE g.round_id = r.round_id) "
-                "FROM rounds r ORDER BY r.created_at, r.rowid"
+                # In the order they were started (the rowid), not by their clock: a clock stepped back between
+                # two rounds would make "the newest round" an older one (and leave the newer unfinished for ever).
+                "FROM rounds r ORDER BY r.rowid"
             ).fetchall()
             return [RoundSummary(_blob(r[0], "rounds.round_id"), _text(r[1], "rounds.phase"),
                                  _real(r[2], "rounds.created_at"), _real(r[3], "rounds.updated_at"),
@@ -604,8 +610,7 @@ class CollectorStore:
     def latest_collector_key(self) -> bytes | None:
         """The collector key that signed the newest round (None in a database without rounds)."""
         with self._reading():
-            row = self._db.execute("SELECT collector_key FROM rounds ORDER BY created_at DESC, rowid DESC "
-                                   "LIMIT 1").fetchone()
+            row = self._db.execute("SELECT collector_key FROM rounds ORDER BY rowid DESC LIMIT 1").fetchone()
             return None if row is None else _blob(row[0], "rounds.collector_key")
 
     def latest_round(self) -> RoundSummary | None:
@@ -613,8 +618,25 @@ class CollectorStore:
         return rounds[-1] if rounds else None
 
     def load_round(self, round_id: bytes) -> StoredRound:
-        with self._reading():
+        with self._reading(), self._snapshot():
             return self._load_round(round_id)
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction around the block: its statements see the database as of one commit (WAL), never
+        a commit of the service landing between two of them (a round half before and half after it: e.g. a
+        shuffle_start excluding a member whose exclusion the summary lacks, which an export would then sign).
+        Inside a transaction of this connection (the service's own) the block joins it."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")  # a read: nothing to keep
 
     def _load_round(self, round_id: bytes) -> StoredRound:
         # Every value is checked for the type the collector wrote (a hand-edited or foreign database of
