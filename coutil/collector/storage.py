@@ -156,6 +156,18 @@ def _wal_hint(path: Path, exc: sqlite3.Error) -> str:
     return "; its directory is read-only to you and SQLite needs to create a -shm file beside it (WAL mode)"
 
 
+def _readonly_hint(path: Path) -> str:
+    """Which of the database's files this user may not write, when SQLite refused a write as read-only: after the
+    database itself was made writable again, a ``-wal`` or ``-shm`` SQLite created with its old mode (or another
+    user's) still makes every write fail with the same words."""
+    refused = [str(p) for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+               if p.exists() and not os.access(p, os.W_OK)]
+    if not refused:
+        return ""
+    return (f"; not writable by this user: {', '.join(refused)} (fix its owner or mode; never delete a -wal, it "
+            "holds the latest commits)")
+
+
 def _primary_code(exc: sqlite3.Error) -> int | None:
     """SQLite's primary result code of ``exc`` (None for the errors Python's module raises itself)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -312,7 +324,8 @@ class CollectorStore:
                 hint = _wal_hint(self.path, exc)
                 raise InputError(f"{self.path}: cannot read the collector database ({exc}){hint}") from None
             if code in _REFUSED_CODES:
-                raise StorageError(str(self.path), str(exc)) from None
+                hint = _readonly_hint(self.path) if code == sqlite3.SQLITE_READONLY else ""
+                raise StorageError(str(self.path), f"{exc}{hint}") from None
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
         if has_tables and version != SCHEMA_VERSION:
             self._db.close()
@@ -392,7 +405,8 @@ class CollectorStore:
         if code in _REFUSED_CODES:
             if not writing:
                 return InputError(f"{self.path}: cannot read the collector database ({exc})")
-            return StorageError(str(self.path), str(exc))
+            hint = _readonly_hint(self.path) if code == sqlite3.SQLITE_READONLY else ""
+            return StorageError(str(self.path), f"{exc}{hint}")
         if code in _DAMAGED_CODES:
             return self._damaged(str(exc))
         return exc

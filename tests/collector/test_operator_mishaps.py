@@ -164,3 +164,68 @@ def test_a_round_read_beside_the_services_commits_is_one_snapshot(tmp_path: Path
         again = reader.load_round(ROUND)  # the next read sees the commit whole
         assert again.exclusions == {_key(3): "silent"} and len(again.shuffle_starts) == 2
         reader._db = proxy._db
+
+
+# ------------------------------------------------------------- a -shm left read-only
+
+class _ReadOnlyWrites:
+    """SQLite's answer to a write when a file of the database is read-only to this user (root: simulated)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "BEGIN IMMEDIATE":
+            exc = sqlite3.OperationalError("attempt to write a readonly database")
+            exc.sqlite_errorcode = sqlite3.SQLITE_READONLY
+            raise exc
+        return self._db.execute(sql, *args)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
+
+
+def test_a_write_refused_by_a_read_only_shm_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an operator: `collector serve` on a database file made read-only (chmod 444) fails, rightly; SQLite
+    creates its -wal and -shm with the database's mode, so once the database is writable again every start still
+    failed with the same "attempt to write a readonly database ... free space or fix the file system", naming
+    only the database, which is now writable. The message names the files this user may not write."""
+    from coutil.errors import StorageError
+
+    db = _db(tmp_path / "c.sqlite")
+    with CollectorStore(db) as store:
+        shm = Path(f"{db}-shm")
+        assert shm.exists()
+        access = os.access
+        monkeypatch.setattr("coutil.collector.storage.os.access",
+                            lambda path, mode, **kw: not (Path(path) == shm and mode == os.W_OK) and access(path, mode))
+        real = store._db
+        store._db = _ReadOnlyWrites(real)  # type: ignore[assignment]
+        try:
+            with pytest.raises(StorageError) as raised:
+                store.record_registration(ROUND, _key(9), b"r", b"d", 1.0)
+        finally:
+            store._db = real
+    message = str(raised.value)
+    assert f"not writable by this user: {shm} " in message and str(db) + "," not in message, message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a read-only file: simulated above")
+def test_a_really_read_only_shm_is_named(tmp_path: Path) -> None:
+    from coutil.errors import StorageError
+
+    db = _db(tmp_path / "c.sqlite")
+    # A service killed (-9) with the database open: its -wal and -shm stay beside it.
+    child = os.fork()
+    if child == 0:
+        sqlite3.connect(db).execute("SELECT count(*) FROM rounds").fetchone()
+        os._exit(0)
+    os.waitpid(child, 0)
+    shm = Path(f"{db}-shm")
+    shm.chmod(0o444)
+    try:
+        with CollectorStore(db) as store, pytest.raises(StorageError) as raised:
+            store.record_registration(ROUND, _key(9), b"r", b"d", 1.0)
+    finally:
+        shm.chmod(0o644)
+    assert f"not writable by this user: {shm} " in str(raised.value), raised.value
