@@ -130,8 +130,12 @@ def _refuse_database_files(outputs: dict[str, Path], db: Path) -> None:
 def _open_store(db: Path) -> Any:
     from coutil.collector.storage import CollectorStore
 
-    if not db.exists():
-        raise InputError(f"{db}: no such database")
+    try:
+        if not db.exists():
+            raise InputError(f"{db}: no such database")
+    except OSError as exc:  # `Path.exists` raises for a directory this user may not search (EACCES)
+        raise InputError(f"{db}: cannot read the collector database ({exc.strerror or exc}: {db.parent} must be "
+                         "searchable by this user)") from None
     return CollectorStore(db, read_only=True)  # these commands only read: never a write into the operator's file
 
 

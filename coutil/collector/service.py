@@ -120,9 +120,10 @@ def serving_lock(db_path: Path) -> Iterator[None]:
 def load_secret(db_path: Path) -> bytes | None:
     """The service's secret seed, or None when it has none yet; `InputError` for a file that cannot be one."""
     path = secret_path(db_path)
-    if not path.exists() and not path.is_symlink():
-        return None
     try:
+        # `Path.exists` raises for a directory this user may not search (EACCES): a one-line error, not a bug.
+        if not path.exists() and not path.is_symlink():
+            return None
         secret = path.read_bytes()
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, not the collector's secret file") from None

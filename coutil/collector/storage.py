@@ -156,6 +156,18 @@ def _wal_hint(path: Path, exc: sqlite3.Error) -> str:
     return "; its directory is read-only to you and SQLite needs to create a -shm file beside it (WAL mode)"
 
 
+def _readonly_hint(path: Path) -> str:
+    """Which of the database's files this user may not write, when SQLite refused a write as read-only: after the
+    database itself was made writable again, a ``-wal`` or ``-shm`` SQLite created with its old mode (or another
+    user's) still makes every write fail with the same words."""
+    refused = [str(p) for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+               if p.exists() and not os.access(p, os.W_OK)]
+    if not refused:
+        return ""
+    return (f"; not writable by this user: {', '.join(refused)} (fix its owner or mode; never delete a -wal, it "
+            "holds the latest commits)")
+
+
 def _primary_code(exc: sqlite3.Error) -> int | None:
     """SQLite's primary result code of ``exc`` (None for the errors Python's module raises itself)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -280,11 +292,15 @@ class CollectorStore:
         self.path = Path(path)
         #: Read-only: the ``-wal``/``-shm`` files this connection made beside the database (see `close`).
         self._made_wal_files = False
-        if self.path.parent and not self.path.parent.exists():
-            raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
-        if self.path.is_dir():
-            # SQLite would only say "unable to open database file".
-            raise InputError(f"{self.path}: is a directory, not a collector database")
+        try:
+            if self.path.parent and not self.path.parent.exists():
+                raise InputError(f"{self.path}: directory {self.path.parent} does not exist")
+            if self.path.is_dir():
+                # SQLite would only say "unable to open database file".
+                raise InputError(f"{self.path}: is a directory, not a collector database")
+        except OSError as exc:  # `Path.exists` raises for a directory this user may not search (EACCES)
+            raise InputError(f"{self.path}: cannot open the collector database ({exc.strerror or exc}: "
+                             f"{self.path.parent} must be searchable by this user)") from None
         try:
             # isolation_level=None: we open transactions explicitly (BEGIN IMMEDIATE), so a commit
             # happens exactly where the code says, never implicitly.
@@ -308,7 +324,8 @@ class CollectorStore:
                 hint = _wal_hint(self.path, exc)
                 raise InputError(f"{self.path}: cannot read the collector database ({exc}){hint}") from None
             if code in _REFUSED_CODES:
-                raise StorageError(str(self.path), str(exc)) from None
+                hint = _readonly_hint(self.path) if code == sqlite3.SQLITE_READONLY else ""
+                raise StorageError(str(self.path), f"{exc}{hint}") from None
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
         if has_tables and version != SCHEMA_VERSION:
             self._db.close()
@@ -388,7 +405,8 @@ class CollectorStore:
         if code in _REFUSED_CODES:
             if not writing:
                 return InputError(f"{self.path}: cannot read the collector database ({exc})")
-            return StorageError(str(self.path), str(exc))
+            hint = _readonly_hint(self.path) if code == sqlite3.SQLITE_READONLY else ""
+            return StorageError(str(self.path), f"{exc}{hint}")
         if code in _DAMAGED_CODES:
             return self._damaged(str(exc))
         return exc
@@ -595,7 +613,9 @@ class CollectorStore:
             rows = self._db.execute(
                 "SELECT r.round_id, r.phase, r.created_at, r.updated_at, "
                 "(SELECT count(*) FROM registrations g WHERE g.round_id = r.round_id) "
-                "FROM rounds r ORDER BY r.created_at, r.rowid"
+                # In the order they were started (the rowid), not by their clock: a clock stepped back between
+                # two rounds would make "the newest round" an older one (and leave the newer unfinished for ever).
+                "FROM rounds r ORDER BY r.rowid"
             ).fetchall()
             return [RoundSummary(_blob(r[0], "rounds.round_id"), _text(r[1], "rounds.phase"),
                                  _real(r[2], "rounds.created_at"), _real(r[3], "rounds.updated_at"),
@@ -604,8 +624,7 @@ class CollectorStore:
     def latest_collector_key(self) -> bytes | None:
         """The collector key that signed the newest round (None in a database without rounds)."""
         with self._reading():
-            row = self._db.execute("SELECT collector_key FROM rounds ORDER BY created_at DESC, rowid DESC "
-                                   "LIMIT 1").fetchone()
+            row = self._db.execute("SELECT collector_key FROM rounds ORDER BY rowid DESC LIMIT 1").fetchone()
             return None if row is None else _blob(row[0], "rounds.collector_key")
 
     def latest_round(self) -> RoundSummary | None:
@@ -613,8 +632,25 @@ class CollectorStore:
         return rounds[-1] if rounds else None
 
     def load_round(self, round_id: bytes) -> StoredRound:
-        with self._reading():
+        with self._reading(), self._snapshot():
             return self._load_round(round_id)
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction around the block: its statements see the database as of one commit (WAL), never
+        a commit of the service landing between two of them (a round half before and half after it: e.g. a
+        shuffle_start excluding a member whose exclusion the summary lacks, which an export would then sign).
+        Inside a transaction of this connection (the service's own) the block joins it."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")  # a read: nothing to keep
 
     def _load_round(self, round_id: bytes) -> StoredRound:
         # Every value is checked for the type the collector wrote (a hand-edited or foreign database of
