@@ -95,9 +95,14 @@ def serving_lock(db_path: Path) -> Iterator[None]:
     roster of their own: to its subjects, a collector that equivocated (SPEC §4, proof of equivocation).
     An advisory lock (``flock``) on ``<db>.lock``, released by the kernel however the holder ends (a crash
     or SIGKILL leaves no stale lock); the file holds the holder's pid for this message and stays in place.
-    Commands that only read the database (``status``, ``export``) take no lock.
+    Commands that only read the database (``status``, ``export``) take no lock. The lock is named from the
+    database's real path: two services on one database through a symbolic link took two locks (found by an
+    attacker playing the unlucky operator; a hard link still does, a name the kernel cannot resolve back).
     """
-    path = lock_path(db_path)
+    try:
+        path = lock_path(db_path.resolve())
+    except (OSError, RuntimeError):  # a symlink loop, a directory this user may not search: the name as given
+        path = lock_path(db_path)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
@@ -167,9 +172,16 @@ def check_identity(store: CollectorStore, db_path: Path, secret: bytes | None) -
     get a new secret, i.e. a new collector identity: its subjects, who pin the old key, would ignore every
     message of the service, and its open round would be aborted. Refused before anything is written."""
     signed_by = store.latest_collector_key()
-    if signed_by is None:
-        return
     path = secret_path(db_path)
+    if signed_by is None:
+        # The schema is written before the secret is created, so a secret beside a database that had no tables
+        # is one whose database was deleted, truncated or replaced (found by an attacker playing the unlucky
+        # operator: served silently as a new database under the old identity, every stored round gone).
+        if secret is not None and store.created:
+            raise InputError(f"{db_path}: new or empty, but {path} beside it is the secret of a collector whose "
+                             "database held its rounds (deleted, truncated or replaced?): restore the database "
+                             "from its backup; to start a new database on purpose, move that secret away first")
+        return
     if secret is None:
         raise InputError(f"{db_path}: its rounds were signed by collector key {signed_by.hex()}, but {path} is "
                          "missing: restore it from the database's backup (a new secret would be a new collector "

@@ -335,6 +335,8 @@ class CollectorStore:
                              f"{SCHEMA_VERSION}{older}; it is never migrated automatically")
         #: Nesting depth of `transaction` blocks (only the outermost one commits).
         self._depth = 0
+        #: Whether this open found no tables (a new, empty or truncated file) and gave it the schema.
+        self.created = not has_tables and not read_only
         if read_only:
             tables = self._tables()
             if not tables >= _TABLES:

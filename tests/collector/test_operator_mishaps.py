@@ -229,3 +229,53 @@ def test_a_really_read_only_shm_is_named(tmp_path: Path) -> None:
     finally:
         shm.chmod(0o644)
     assert f"not writable by this user: {shm} " in str(raised.value), raised.value
+
+
+# ------------------------------------------------------------- a secret beside a database that lost its rounds
+
+@pytest.mark.parametrize("loss", ["truncated", "deleted"])
+def test_a_secret_beside_a_database_that_lost_its_tables_is_refused_not_served_as_new(
+        loss: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker playing the unlucky operator: a database truncated to 0 bytes (or deleted) with its
+    ``.secret`` still beside it was served silently as a new database under the old identity, every stored round
+    gone. The schema is written before the secret, so that pair is no crash: `serve` refuses it, exit 2, one line,
+    before it connects (the broker here does not exist) and without writing a round. A first start that crashed
+    after creating the secret (tables, no round) still serves."""
+    from coutil.collector.service import check_identity, create_secret
+
+    db = tmp_path / "c.sqlite"
+    with CollectorStore(db) as store:  # a first start: the schema, then the secret, then a crash before any round
+        create_secret(db)
+    with CollectorStore(db) as store:
+        assert not store.created
+        check_identity(store, db, load_or_create_secret(db))  # a crash after the secret: no refusal
+        open_round(store, load_or_create_secret(db), CONFIG, 1000.0).collector.start(1000.0)
+        assert len(store.rounds()) == 1
+    for suffix in ("", "-wal", "-shm"):
+        if loss == "deleted" or suffix:
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        else:
+            db.write_bytes(b"")
+    capsys.readouterr()
+    code = main(["collector", "serve", "--db", str(db), "--k", "3", "--broker", "mqtt://127.0.0.1:1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.count("\n") == 0 and "restore the database from its backup" in err, err
+    with CollectorStore(db) as store:
+        assert store.rounds() == []
+
+
+def test_a_second_service_through_a_symbolic_link_to_the_database_is_refused(tmp_path: Path) -> None:
+    """Found by an attacker playing the unlucky operator: the lock was named from the path as typed, so a service
+    on ``link.sqlite -> c.sqlite`` took another lock than the one on ``c.sqlite`` and both served one database.
+    The lock is named from the real path now."""
+    from coutil.collector.service import serving_lock
+    from coutil.errors import InputError
+
+    db = tmp_path / "c.sqlite"
+    with CollectorStore(db):
+        pass
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(db)
+    with serving_lock(db), pytest.raises(InputError, match="already served"), serving_lock(link):
+        pass
