@@ -250,6 +250,9 @@ def export_command(
     with _open_store(db) as store:
         stored = find_round(store, round_hex, with_release=output is not None and round_hex is None)
         info: dict[str, object] = {"round": stored.round_id.hex(), "phase": stored.phase}
+        # Before anything is written: an unreadable secret (exit 2) left the release, verdicts and manifest written
+        # and no transcript (found by an attacker playing the unlucky operator; outputs are whole or not at all).
+        sign = _transcript_signer(db, stored.collector_key) if transcript is not None else None
         if output is not None:
             if stored.release_csv is None:
                 raise InputError(f"{db}: round {stored.round_id.hex()} has no release (phase {stored.phase})")
@@ -265,7 +268,6 @@ def export_command(
                                                indent=2) + "\n")
         info["manifest_file"] = str(manifest)
     if transcript is not None:
-        sign = _transcript_signer(db, stored.collector_key)
         info["transcript"] = {"file": str(transcript),
                               **export_transcript(stored, transcript, include_registrations=with_registrations,
                                                   sign=sign)}

@@ -279,3 +279,18 @@ def test_a_second_service_through_a_symbolic_link_to_the_database_is_refused(tmp
     link.symlink_to(db)
     with serving_lock(db), pytest.raises(InputError, match="already served"), serving_lock(link):
         pass
+
+
+def test_an_export_whose_secret_cannot_be_read_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker playing the unlucky operator: with a secret it cannot read, `collector export` wrote the
+    verdicts and manifest, then exited 2 on the secret, with no transcript: outputs are whole or not at all, so the
+    secret is read before anything is written."""
+    db = _db(tmp_path / "c.sqlite")
+    (tmp_path / "c.sqlite.secret").write_bytes(b"short")  # not a secret: refused, exit 2
+    outputs = {name: tmp_path / f"{name}.json" for name in ("verdicts", "manifest", "transcript")}
+    code = main(["collector", "export", "--db", str(db)] + [a for name, path in outputs.items()
+                                                          for a in (f"--{name}", str(path))])
+    assert code == 2
+    assert "secret" in _one_line(capsys.readouterr().err)
+    assert [path.name for path in outputs.values() if path.exists()] == []
