@@ -118,7 +118,9 @@ def read_csv_table(path: str | Path) -> CsvTable:
     previous_limit = csv.field_size_limit(MAX_CELL_CHARS)
     try:
         with p.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(_BoundedLines(handle, name))
+            # strict: an unclosed quote is an error (lenient, it swallowed the rest of the file into one cell,
+            # which then read as a header with no data rows), as is text after a closing quote.
+            reader = csv.reader(_BoundedLines(handle, name), strict=True)
             for row in reader:
                 if len(row) > MAX_COLUMNS:
                     raise DataFileError(name, f"{len(row):,} cells: more than the {MAX_COLUMNS:,} columns coutil "
@@ -131,7 +133,9 @@ def read_csv_table(path: str | Path) -> CsvTable:
         raise DataFileError(name, f"not a UTF-8 text file ({exc.reason})") from None
     except csv.Error as exc:
         # The bad record starts on the line after the last good one (e.g. a NUL byte, an unclosed quote).
-        raise DataFileError(name, f"malformed CSV ({exc})", line=previous_end + 1) from None
+        problem = "unclosed quote: the quoted cell that starts here is never closed" \
+            if "unexpected end of data" in str(exc) else f"malformed CSV ({exc})"
+        raise DataFileError(name, problem, line=previous_end + 1) from None
     except OSError as exc:
         raise DataFileError(name, f"cannot read ({exc.strerror})") from None
     finally:

@@ -260,3 +260,18 @@ def test_unknown_column_of_a_semicolon_file_says_it_must_be_comma_separated(tmp_
     with pytest.raises(DataFileError) as info:
         load_csv(comma, ["c"])
     assert "comma-separated" not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "line"), [('"a,b\n1,2\n', 1), ('a,b\n1,2\n3,"4\n5,6\n', 3)])
+def test_an_unclosed_quote_is_named_with_the_line_it_starts_on(tmp_path: Path, text: str, line: int) -> None:
+    """Found by a user walking the README: a header with an unclosed quote swallowed the file into one cell and
+    was reported as "no data rows"; a data row's swallowed the rows after it."""
+    path = _write(tmp_path, text)
+    with pytest.raises(DataFileError, match=rf"line {line}: unclosed quote"):
+        load_csv(path)
+
+
+def test_text_after_a_closing_quote_is_malformed(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'a,b\n"1"x,2\n')
+    with pytest.raises(DataFileError, match=r"line 2: malformed CSV"):
+        load_csv(path)
