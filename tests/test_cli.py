@@ -58,3 +58,16 @@ def test_run_never_shows_the_broker_password(tmp_path: Path, capsys: pytest.Capt
         assert code in (4, 6)  # nobody listens there: the round cannot complete
         assert "s3cret-pw" not in captured.err and "s3cret-pw" not in captured.out
         assert "collector@127.0.0.1" in captured.err + captured.out
+
+
+def test_simulate_closes_with_one_outcome_line_as_run_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a user walking the README: `simulate` printed its table and where it wrote, but no outcome line as
+    `run` does. Subjects the fault plan made vanish are not owed a place in the release: said, and still OK."""
+    assert main(["simulate", "--set", "data.rows=15", "--set", "k=3", "--out", str(tmp_path / "s")]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-2].startswith("round OK: 15 of 15 subjects released, 0 excluded, 0 complaining; k = 3;"), lines[-2:]
+    assert lines[-1].startswith(f"outputs written to {tmp_path / 's'}/")
+    faults = Path(__file__).resolve().parents[1] / "simulations" / "configs" / "faults.toml"
+    assert main(["simulate", "--config", str(faults)]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("round OK: ") and "vanished by the fault plan)" in last, last

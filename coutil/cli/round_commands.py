@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, phase_progress, progress
-from coutil.errors import ComplaintError, InputError, RoundIncompleteError
+from coutil.errors import ComplaintError, CoutilError, InputError, RoundIncompleteError
 from coutil.round.setup import AUTO_WORKERS_FROM, auto_workers, load_round_spec
 
 if TYPE_CHECKING:
@@ -62,18 +62,23 @@ def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, s
     return table
 
 
-def _outcome_line(summary: dict[str, Any], k: int) -> str:
-    """One line: did the round work (every subject released, nobody complaining) and what did it cost."""
+def _outcome_line(summary: dict[str, Any], k: int, *, worked: bool | None = None, vanished: int = 0) -> str:
+    """One line: did the round work (every subject released, nobody complaining) and what did it cost.
+
+    ``worked``: the verdict of `_check_round` when the caller has it (`simulate`: subjects the fault plan made
+    vanish, ``vanished``, are not owed a place in the release)."""
     subjects, released = summary["subjects"], summary["released_rows"]
     excluded = sum(summary["excluded"].values())
     complaining = summary["verdicts"] - summary["accepted"]
-    worked = summary["completed"] and released == subjects and complaining == 0 and summary["verdicts"] > 0
+    if worked is None:
+        worked = summary["completed"] and released == subjects and complaining == 0 and summary["verdicts"] > 0
     walls = summary["wall_times"]
     phases = ", ".join(f"{p} {seconds:.1f} s" for p, seconds in walls.items()
                        if p not in ("setup", "run", "outputs", "done", "aborted"))
     total = f"{walls['run']:.1f} s" if "run" in walls else "?"
+    gone = f" ({vanished} vanished by the fault plan)" if vanished else ""
     return (f"{'[green]round OK[/]' if worked else '[red]round NOT OK[/]'}: {released} of {subjects} subjects "
-            f"released, {excluded} excluded, {complaining} complaining; k = {k}; {total} ({phases})")
+            f"released{gone}, {excluded} excluded, {complaining} complaining; k = {k}; {total} ({phases})")
 
 
 def _check_round(report: RoundReport, summary: dict[str, Any], out: Path | None, *, every_subject: bool) -> None:
@@ -259,9 +264,18 @@ def simulate(
         err_console.print(_summary_table("simulated round", summary, []))
         for line in _adversary_lines(summary):
             err_console.print(line)
+    failure: CoutilError | None = None
+    try:
+        _check_round(report, summary, out, every_subject=False)
+    except CoutilError as exc:
+        failure = exc
+    if not as_json:
+        err_console.print(_outcome_line(summary, spec.config.k, worked=failure is None,
+                                        vanished=len(report.vanished)))
         if out is not None:
             err_console.print(_written(out))
-    _check_round(report, summary, out, every_subject=False)
+    if failure is not None:
+        raise failure
     return summary
 
 
