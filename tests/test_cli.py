@@ -71,3 +71,23 @@ def test_simulate_closes_with_one_outcome_line_as_run_does(tmp_path: Path, capsy
     assert main(["simulate", "--config", str(faults)]) == 0
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("round OK: ") and "vanished by the fault plan)" in last, last
+
+
+@pytest.mark.parametrize("group", [[], ["collector"], ["subject"], ["anonymize"]])
+def test_each_command_is_summed_up_in_at_most_two_lines_at_80_columns(group: list[str]) -> None:
+    """Found by a user walking the README: `verify`'s summary in `coutil --help` ran to nine lines, broken
+    mid-sentence where its docstring's lines broke, and `anonymize`'s to four."""
+    result = subprocess.run([sys.executable, "-m", "coutil", *group, "--help"], capture_output=True, text=True,
+                            check=True, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    box = result.stdout.split("Commands")[1].splitlines()[1:]
+    spans: dict[str, int] = {}
+    name = ""
+    for line in box:
+        if not line.startswith("│"):
+            break
+        cell = line.strip("│ ")
+        if not line.startswith("│  "):  # a command's name in the first column
+            name = cell.split()[0]
+            spans[name] = 0
+        spans[name] += 1
+    assert spans and max(spans.values()) <= 2, spans

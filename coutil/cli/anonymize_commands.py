@@ -63,6 +63,7 @@ anonymize_app = typer.Typer(
         "swapping, noise, synthetic data) or simulate local anonymization. The output keeps the input's "
         "header and row order; unselected columns are copied unchanged."
     ),
+    short_help="Mask the columns of a CSV file with a centralized SDC method, or simulate local anonymization.",
     no_args_is_help=True,
     cls=OneLineErrorsGroup,
 )

@@ -50,11 +50,12 @@ def register(app: typer.Typer) -> None:
             "aborted) instead of skipping the comparison of final copies: a collector must not keep its transcript "
             "open forever to escape it.")] = False,
     ) -> None:
-        """Check a published round end to end: signatures, roster and Merkle roots, the grouping recomputed,
-        group sizes >= k, release.csv, exclusions and their evidence, verdicts bound to the release, no subject
-        holding two roster roots the collector signed, every verdict a subject shows the collector
-        acknowledged present in the transcript, and the transcript signed by the collector (the same statement as
-        any other copy given)."""
+        """Check a published round end to end: the auditor (exit 3 naming the first problem).
+
+        Signatures, roster and Merkle roots, the grouping recomputed, group sizes >= k, release.csv, exclusions \
+and their evidence, verdicts bound to the release, no subject holding two roster roots the collector signed, every \
+verdict a subject shows the collector acknowledged present in the transcript, and the transcript signed by the \
+collector (the same statement as any other copy given)."""
         from coutil.round.verify import verify_path
 
         result = verify_path(path, evidence or (), parse_collector_key(collector_key), other_transcript or (),
