@@ -326,6 +326,8 @@ class CollectorStore:
             if code in _REFUSED_CODES:
                 hint = _readonly_hint(self.path) if code == sqlite3.SQLITE_READONLY else ""
                 raise StorageError(str(self.path), f"{exc}{hint}") from None
+            if code == sqlite3.SQLITE_CORRUPT:  # an SQLite file, cut short or overwritten in part
+                raise self._damaged(str(exc)) from None
             raise InputError(f"{self.path}: not a coutil collector database ({exc})") from None
         if has_tables and version != SCHEMA_VERSION:
             self._db.close()

@@ -294,3 +294,18 @@ def test_an_export_whose_secret_cannot_be_read_writes_nothing(
     assert code == 2
     assert "secret" in _one_line(capsys.readouterr().err)
     assert [path.name for path in outputs.values() if path.exists()] == []
+
+
+@pytest.mark.parametrize("command", [["status"], ["serve", "--broker", "mqtt://127.0.0.1:1", "--k", "3"]])
+def test_a_database_cut_short_is_called_damaged_with_what_to_do(
+        tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker playing the unlucky operator: a database truncated to half was "not a coutil collector
+    database", where the other damage says "damaged ... restore it from a backup"."""
+    db = _db(tmp_path / "c.sqlite")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2])
+    code = main(["collector", command[0], "--db", str(db), *command[1:]])
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and "damaged collector database" in line and "restore it from a backup" in line, line
