@@ -16,6 +16,7 @@ from coutil.cli import main
 from coutil.collector.service import load_or_create_secret, open_round
 from coutil.collector.storage import CollectorStore
 from coutil.protocol.config import RoundConfig
+from tests.collector.test_robustness_storage import FailingStatement
 
 ROUND = bytes(range(16))
 CONFIG = RoundConfig(qi=("age", "height"), confidential=("income",), k=3, random_records=50, step_timeout=10.0,
@@ -168,23 +169,6 @@ def test_a_round_read_beside_the_services_commits_is_one_snapshot(tmp_path: Path
 
 # ------------------------------------------------------------- a -shm left read-only
 
-class _ReadOnlyWrites:
-    """SQLite's answer to a write when a file of the database is read-only to this user (root: simulated)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
-        if sql == "BEGIN IMMEDIATE":
-            exc = sqlite3.OperationalError("attempt to write a readonly database")
-            exc.sqlite_errorcode = sqlite3.SQLITE_READONLY
-            raise exc
-        return self._db.execute(sql, *args)  # type: ignore[arg-type]
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._db, name)
-
-
 def test_a_write_refused_by_a_read_only_shm_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by an operator: `collector serve` on a database file made read-only (chmod 444) fails, rightly; SQLite
     creates its -wal and -shm with the database's mode, so once the database is writable again every start still
@@ -200,7 +184,8 @@ def test_a_write_refused_by_a_read_only_shm_names_it(tmp_path: Path, monkeypatch
         monkeypatch.setattr("coutil.collector.storage.os.access",
                             lambda path, mode, **kw: not (Path(path) == shm and mode == os.W_OK) and access(path, mode))
         real = store._db
-        store._db = _ReadOnlyWrites(real)  # type: ignore[assignment]
+        store._db = FailingStatement(real, "BEGIN IMMEDIATE",  # type: ignore[assignment]
+                                     "attempt to write a readonly database", sqlite3.SQLITE_READONLY)
         try:
             with pytest.raises(StorageError) as raised:
                 store.record_registration(ROUND, _key(9), b"r", b"d", 1.0)

@@ -280,18 +280,21 @@ def test_serve_on_a_foreign_file_creates_no_secret_beside_it(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite"]
 
 
-class _DiskFullFromNow:
-    """The store's connection once the disk is full: every commit fails as SQLite reports it (SQLITE_FULL)."""
+class FailingStatement:
+    """A store's connection on which one SQL statement fails as SQLite reports it (``code``, e.g. SQLITE_FULL once
+    the disk is full, SQLITE_READONLY for a file read-only to this user); everything else is the real connection's."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, statement: str, message: str, code: int) -> None:
         self._db = db
+        self._failing = (statement, message, code)
 
     def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
-        if sql == "COMMIT":
-            exc = sqlite3.OperationalError("database or disk is full")
-            exc.sqlite_errorcode = sqlite3.SQLITE_FULL  # what sqlite3 sets on the errors SQLite returns
+        statement, message, code = self._failing
+        if sql == statement:
+            exc = sqlite3.OperationalError(message)
+            exc.sqlite_errorcode = code  # what sqlite3 sets on the errors SQLite returns
             raise exc
-        return self._db.execute(sql, *args)
+        return self._db.execute(sql, *args)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._db, name)
@@ -305,7 +308,8 @@ def test_the_service_stops_on_a_full_disk_and_every_registration_it_acknowledged
     world = _world(tmp_path)
     store = world.service.store
     assert world.bus.run_until(until=60.0, predicate=lambda: BOUNDARIES["registration"](world)) == "predicate"
-    store._db = _DiskFullFromNow(store._db)  # type: ignore[assignment]
+    store._db = FailingStatement(store._db, "COMMIT", "database or disk is full",  # type: ignore[assignment]
+                                 sqlite3.SQLITE_FULL)
     with pytest.raises(StorageError, match="everything acknowledged before is in the database"):
         world.bus.run_until(until=300.0, predicate=lambda: world.service.finished)
     acked = set()
