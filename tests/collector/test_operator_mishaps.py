@@ -1,6 +1,8 @@
 """The collector service and its reading commands against an unlucky operator (found by an attacker/operator
 session, each failing before its fix): a database directory this user may not search, a clock stepped back
-between two rounds, and a `collector export` or `status` reading while the service commits."""
+between two rounds, a `collector export` or `status` reading while the service commits, a -shm left read-only, a
+secret beside a database that lost its tables, a second service through a symbolic link, an export whose secret
+cannot be read, and a database cut short."""
 
 from __future__ import annotations
 
