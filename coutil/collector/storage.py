@@ -33,12 +33,25 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from coutil.collector.stored_round import (
+    DamagedValueError,
+    RoundSummary,
+    StoredRegistration,
+    StoredRound,
+    StoredVerdict,
+    blob,
+    integer,
+    read_round,
+    real,
+    text,
+)
 from coutil.errors import InputError, StorageError
 from coutil.fileio import write_text_atomic
+
+__all__ = ["CollectorStore", "RoundSummary", "StoredRegistration", "StoredRound", "StoredVerdict"]
 
 #: Bumped when the schema changes; a database of another version is refused, never migrated blindly.
 #: 2: the unused ``group_records`` table dropped (the release holds the opened records); later the
@@ -172,114 +185,6 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
     """SQLite's primary result code of ``exc`` (None for the errors Python's module raises itself)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return code & 0xFF if isinstance(code, int) else None
-
-
-class _DamagedValueError(Exception):
-    """A stored value of the wrong type or shape (``where``: table.column), found while reading."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where} {problem}")
-
-
-def _blob(value: object, where: str) -> bytes:
-    # sqlite3 returns a BLOB column as bytes; text or a number there is not what the collector wrote.
-    if not isinstance(value, bytes):
-        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not bytes")
-    return value
-
-
-def _optional_blob(value: object, where: str) -> bytes | None:
-    return None if value is None else _blob(value, where)
-
-
-def _text(value: object, where: str) -> str:
-    if not isinstance(value, str):
-        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not text")
-    return value
-
-
-def _real(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not a number")
-    return float(value)
-
-
-def _integer(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _DamagedValueError(where, f"holds a {type(value).__name__}, not an integer")
-    return value
-
-
-def _params(value: object) -> dict[str, object]:
-    try:
-        params = json.loads(_text(value, "rounds.params"))
-    except (ValueError, RecursionError):  # JSONDecodeError, a number too long to convert, too deep
-        raise _DamagedValueError("rounds.params", "is not JSON") from None
-    if not isinstance(params, dict):
-        raise _DamagedValueError("rounds.params", f"holds a JSON {type(params).__name__}, not an object")
-    return params
-
-
-@dataclass(frozen=True)
-class StoredRegistration:
-    """An accepted registration: the exact signed bytes and their digest."""
-
-    subject_key: bytes
-    payload: bytes
-    digest: bytes
-    received_at: float
-
-
-@dataclass(frozen=True)
-class StoredVerdict:
-    subject_key: bytes
-    payload: bytes
-    digest: bytes
-    accept: bool
-    received_at: float
-
-
-@dataclass(frozen=True)
-class RoundSummary:
-    round_id: bytes
-    phase: str
-    created_at: float
-    updated_at: float
-    registrations: int
-
-
-@dataclass(frozen=True)
-class StoredRound:
-    """Everything the collector committed about one round (what a restarted collector reloads)."""
-
-    round_id: bytes
-    params: dict[str, object]
-    phase: str
-    collector_key: bytes
-    announce: bytes | None
-    created_at: float
-    updated_at: float
-    #: (phase, time) in the order the phases were entered.
-    phase_history: tuple[tuple[str, float], ...]
-    #: In the order they were committed.
-    registrations: tuple[StoredRegistration, ...]
-    roster: tuple[bytes, ...] = ()
-    roster_root: bytes | None = None
-    roster_payload: bytes | None = None
-    assignments: dict[bytes, int] = field(default_factory=dict)
-    assignment_payloads: dict[bytes, bytes] = field(default_factory=dict)
-    exclusions: dict[bytes, str] = field(default_factory=dict)
-    release_payload: bytes | None = None
-    release_csv: str | None = None
-    verdicts: tuple[StoredVerdict, ...] = ()
-    #: Every signed shuffle_start the collector published (its exclusion statements), in that order.
-    shuffle_starts: tuple[bytes, ...] = ()
-    #: (group, run) -> the signed envelopes that prove the run's `blamed_*` exclusions, in the collector's order.
-    run_evidence: dict[tuple[int, int], tuple[bytes, ...]] = field(default_factory=dict)
-    rejections: dict[str, int] = field(default_factory=dict)
-
-    def registration(self, subject_key: bytes) -> StoredRegistration | None:
-        return next((r for r in self.registrations if r.subject_key == subject_key), None)
 
 
 class CollectorStore:
@@ -426,7 +331,7 @@ class CollectorStore:
             yield
         except sqlite3.Error as exc:
             raise self._error(exc, writing=False) from None
-        except _DamagedValueError as exc:
+        except DamagedValueError as exc:
             raise self._damaged(str(exc)) from None
 
     def _rollback(self) -> None:
@@ -621,15 +526,15 @@ class CollectorStore:
                 # two rounds would make "the newest round" an older one (and leave the newer unfinished for ever).
                 "FROM rounds r ORDER BY r.rowid"
             ).fetchall()
-            return [RoundSummary(_blob(r[0], "rounds.round_id"), _text(r[1], "rounds.phase"),
-                                 _real(r[2], "rounds.created_at"), _real(r[3], "rounds.updated_at"),
-                                 _integer(r[4], "registrations")) for r in rows]
+            return [RoundSummary(blob(r[0], "rounds.round_id"), text(r[1], "rounds.phase"),
+                                 real(r[2], "rounds.created_at"), real(r[3], "rounds.updated_at"),
+                                 integer(r[4], "registrations")) for r in rows]
 
     def latest_collector_key(self) -> bytes | None:
         """The collector key that signed the newest round (None in a database without rounds)."""
         with self._reading():
             row = self._db.execute("SELECT collector_key FROM rounds ORDER BY rowid DESC LIMIT 1").fetchone()
-            return None if row is None else _blob(row[0], "rounds.collector_key")
+            return None if row is None else blob(row[0], "rounds.collector_key")
 
     def latest_round(self) -> RoundSummary | None:
         rounds = self.rounds()
@@ -637,7 +542,7 @@ class CollectorStore:
 
     def load_round(self, round_id: bytes) -> StoredRound:
         with self._reading(), self._snapshot():
-            return self._load_round(round_id)
+            return read_round(self._db, round_id)
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -656,112 +561,13 @@ class CollectorStore:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")  # a read: nothing to keep
 
-    def _load_round(self, round_id: bytes) -> StoredRound:
-        # Every value is checked for the type the collector wrote (a hand-edited or foreign database of
-        # the same schema number holds anything), so that what reads a StoredRound never meets a surprise.
-        db = self._db
-        head = db.execute(
-            "SELECT params, phase, collector_key, announce, created_at, updated_at FROM rounds WHERE round_id = ?",
-            (round_id,),
-        ).fetchone()
-        if head is None:
-            raise KeyError(f"no round {round_id.hex()}")
-        args = (round_id,)
-        phases = tuple(
-            (_text(row[0], "phases.phase"), _real(row[1], "phases.at"))
-            for row in db.execute("SELECT phase, at FROM phases WHERE round_id = ? ORDER BY rowid", args)
-        )
-        registrations = tuple(
-            StoredRegistration(_blob(r[0], "registrations.subject_key"), _blob(r[1], "registrations.payload"),
-                               _blob(r[2], "registrations.digest"), _real(r[3], "registrations.received_at"))
-            for r in db.execute(
-                "SELECT subject_key, payload, digest, received_at FROM registrations WHERE round_id = ? ORDER BY rowid",
-                args,
-            )
-        )
-        roster_row = db.execute(
-            "SELECT subject_keys, merkle_root, payload FROM roster WHERE round_id = ?", args
-        ).fetchone()
-        roster: tuple[bytes, ...] = ()
-        roster_root: bytes | None = None
-        roster_payload: bytes | None = None
-        if roster_row is not None:
-            packed = _blob(roster_row[0], "roster.subject_keys")
-            if len(packed) % 32:
-                raise _DamagedValueError("roster.subject_keys", f"holds {len(packed)} bytes, not 32-byte keys")
-            roster = tuple(packed[i : i + 32] for i in range(0, len(packed), 32))
-            roster_root = _blob(roster_row[1], "roster.merkle_root")
-            roster_payload = _blob(roster_row[2], "roster.payload")
-        assignments: dict[bytes, int] = {}
-        assignment_payloads: dict[bytes, bytes] = {}
-        for key, group, payload in db.execute(
-            "SELECT subject_key, group_index, payload FROM assignments WHERE round_id = ? ORDER BY rowid", args
-        ):
-            subject = _blob(key, "assignments.subject_key")
-            assignments[subject] = _integer(group, "assignments.group_index")
-            if payload is not None:
-                assignment_payloads[subject] = _blob(payload, "assignments.payload")
-        exclusions = {
-            _blob(key, "exclusions.subject_key"): _text(reason, "exclusions.reason")
-            for key, reason in db.execute("SELECT subject_key, reason FROM exclusions WHERE round_id = ?", args)
-        }
-        release = db.execute("SELECT payload, csv FROM releases WHERE round_id = ?", args).fetchone()
-        shuffle_starts = tuple(_blob(r[0], "shuffle_starts.payload") for r in db.execute(
-            "SELECT payload FROM shuffle_starts WHERE round_id = ? ORDER BY rowid", args))
-        run_evidence: dict[tuple[int, int], list[bytes]] = {}
-        for group, run, payload in db.execute(
-            "SELECT group_index, run, payload FROM run_evidence WHERE round_id = ? ORDER BY group_index, run, position",
-            args,
-        ):
-            where = (_integer(group, "run_evidence.group_index"), _integer(run, "run_evidence.run"))
-            run_evidence.setdefault(where, []).append(_blob(payload, "run_evidence.payload"))
-        verdicts = tuple(
-            StoredVerdict(_blob(r[0], "verdicts.subject_key"), _blob(r[1], "verdicts.payload"),
-                          _blob(r[2], "verdicts.digest"), bool(_integer(r[3], "verdicts.accept")),
-                          _real(r[4], "verdicts.received_at"))
-            for r in db.execute(
-                "SELECT subject_key, payload, digest, accept, received_at FROM verdicts "
-                "WHERE round_id = ? ORDER BY rowid",
-                args,
-            )
-        )
-        rejections = {
-            _text(reason, "rejections.reason"): _integer(count, "rejections.count")
-            for reason, count in db.execute(
-                "SELECT reason, count FROM rejections WHERE round_id = ? ORDER BY reason", args
-            )
-        }
-        return StoredRound(
-            round_id=round_id,
-            params=_params(head[0]),
-            phase=_text(head[1], "rounds.phase"),
-            collector_key=_blob(head[2], "rounds.collector_key"),
-            announce=_optional_blob(head[3], "rounds.announce"),
-            created_at=_real(head[4], "rounds.created_at"),
-            updated_at=_real(head[5], "rounds.updated_at"),
-            phase_history=phases,
-            registrations=registrations,
-            roster=roster,
-            roster_root=roster_root,
-            roster_payload=roster_payload,
-            assignments=assignments,
-            assignment_payloads=assignment_payloads,
-            exclusions=exclusions,
-            release_payload=_blob(release[0], "releases.payload") if release is not None else None,
-            release_csv=_text(release[1], "releases.csv") if release is not None else None,
-            verdicts=verdicts,
-            rejections=rejections,
-            shuffle_starts=shuffle_starts,
-            run_evidence={where: tuple(envelopes) for where, envelopes in run_evidence.items()},
-        )
-
     def export_release(self, round_id: bytes, path: str | Path) -> Path:
         """Write the round's release CSV (exactly as stored) to ``path``; InputError if none."""
         with self._reading():
             row = self._db.execute("SELECT csv FROM releases WHERE round_id = ?", (round_id,)).fetchone()
             if row is None:
                 raise InputError(f"{self.path}: round {round_id.hex()} has no release (yet)")
-            csv_text = _text(row[0], "releases.csv")
+            csv_text = text(row[0], "releases.csv")
         target = Path(path)
         write_text_atomic(target, csv_text)
         return target
