@@ -395,10 +395,8 @@ class SubjectCore:
             if self._view_complaints:
                 # Excluded after she saw a split view: she still audits the release and reports it.
                 return self._refuse(message.group, message.run, next(iter(self._view_complaints.values())), now)
-            if self._pending_start is not None and self._pending_start.group == message.group:
-                # Excluded for not answering a run of members outside her assigned group that no assign of hers
-                # covered (SPEC §4 share.1 (c)): she audits the release and reports it.
-                pending = self._pending_start
+            pending = self._pending_start  # excluded for not answering a run no assign of hers covered (§4 share.1 (c))
+            if pending is not None and pending.group == message.group:
                 return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             self._resend.clear()
             self._run = None
