@@ -81,6 +81,7 @@ BROKER_STRATEGIES: dict[str, str] = {
     "split-final": "coutil.adversary.broker:SplitFinal",
     "late-final": "coutil.adversary.broker:LateFinal",
     "split-announce": "coutil.adversary.broker:SplitAnnounce",
+    "answer-old-assign": "coutil.adversary.broker_assign:AnswerOldAssign",
 }
 
 

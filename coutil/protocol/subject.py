@@ -405,15 +405,12 @@ class SubjectNode(SubjectCore):
         # my current group (whose runs' shuffle_start now define the members), or one for a group I
         # have left (a merged group is dissolved for good).
         if message.group == self._group and message.members == self._assigned:
-            pending = self._pending_start
-            if pending is not None and self._resend.pending(("fetch", "assign")) \
-                    and now - self._pending_since >= self._retry_interval:
-                # The collector answered my fetch with the assign I hold: it does not cover that run. (Not a copy
-                # that arrives sooner: a re-send of my assign from before the merge, overtaken by the run on the
-                # way, is no answer; refused on it, an honest collector's merge became a complaint, found with a
-                # broker that reorders. The fetch is re-sent meanwhile, and its answer is the newer assign.)
-                self._resend.cancel(("fetch", "assign"))
-                return self._refuse(pending.group, pending.run, "run_not_in_group", now)
+            # Also while she holds a run it does not cover (`_pending_start`): a copy of the assign she holds is no
+            # answer to her fetch, whenever it comes. A broker replays it at will: taken for the collector's answer
+            # a re-send interval after her fetch, with the merge's new assign held back a few seconds (less than a
+            # step), it had every target member of a merge refuse (`run_not_in_group`), be excluded `silent`, and
+            # the merges it set off emptied the whole round (`answer-old-assign`, found by an attacker). She
+            # fetches on; the run she waits for is refused only when a signed start excludes her (`_on_shuffle_start`).
             raise RemoteProtocolError("duplicate", "assign for my current group already applied", ignore=True)
         if message.group == self._group and (set(message.members) < set(self._assigned)
                                              or (message.group, message.members) in self._assigns_taken):
@@ -466,6 +463,9 @@ class SubjectNode(SubjectCore):
             )
             self.audit = result
         # (No group: she refused before any assign, a roster of her own; her complaint is her verdict.)
+        if self._pending_start is not None:
+            # A run of her group that her assign never covered, still waiting for its assign (SPEC §4 share.1 (c)).
+            self._complain("run_not_in_group")
         # The release must be of the roster she saw (SPEC §10); protocol complaints come first.
         if message.roster_root != self._roster_root or not self._consistent_with_roster(message, digest):
             self._complain("roster_mismatch")

@@ -172,9 +172,6 @@ class SubjectCore:
         self._events: list[SubjectEvent] = []
         # ``news``: shared by the subjects one process hosts (their messages wait in the same queues).
         self._resend = Resender(retry_interval, news=news)
-        self._retry_interval = retry_interval
-        #: When she first asked for her assign because of a run outside her group (`_pending_start`).
-        self._pending_since = 0.0
         self._round_id: bytes | None = None
         self._params: RoundParams | None = None
         #: The payload digest of the announce she took part on: bound into every run's membership digest
@@ -398,6 +395,9 @@ class SubjectCore:
             if self._view_complaints:
                 # Excluded after she saw a split view: she still audits the release and reports it.
                 return self._refuse(message.group, message.run, next(iter(self._view_complaints.values())), now)
+            pending = self._pending_start  # excluded for not answering a run no assign of hers covered (§4 share.1 (c))
+            if pending is not None and pending.group == message.group:
+                return self._refuse(pending.group, pending.run, "run_not_in_group", now)
             self._resend.clear()
             self._run = None
             self._set_state(SubjectState.EXCLUDED)
@@ -409,9 +409,8 @@ class SubjectCore:
             return self._refuse(message.group, message.run, "run_below_k", now)
         if not set(message.members) <= set(self._assigned):
             # Members my assign does not name: a merge whose new assign I have not received yet, or a
-            # collector deviating. Ask for my current assign; if it does not cover the run, refuse.
-            if self._pending_start is None:
-                self._pending_since = now
+            # collector deviating. Ask for my current assign and wait for one that covers the run (a copy of the
+            # one I hold is no answer: a broker can replay it); a start that then excludes me is refused below.
             self._pending_start = message
             if self._resend.pending(("fetch", "assign")):
                 return []

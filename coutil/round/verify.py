@@ -521,10 +521,22 @@ def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
             if any(reason != "merged" and reason not in SUPPRESSIONS for _, _, _, reason in items)}
 
 
+def _covered(r: VerifiedRound, key: bytes) -> bool:
+    """Whether the latest signed run of her group naming her a member is covered by the assign the collector signed
+    her (its members among her assign's): her `run_not_in_group` is then a merge's assign that did not reach her in
+    time, a broker holding it back for a step (`answer-old-assign`, SPEC §3), not a run of members outside her group."""
+    assign = next((a for a in r.assigns if a.subject == key), None)
+    if assign is None:
+        return False
+    named = [s for (group, _), s in sorted(r.runs().items()) if group == assign.group and key in s.members]
+    return bool(named) and set(named[-1].members) <= set(assign.members)
+
+
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     """Every complaint is a failure, except a `not_included` or `excluded_after_reveal` one from a member
     whom a signed closing shuffle_start of her group names (`_suppressed_by_statement`), and a `not_included` one
-    from a member a signed shuffle_start excluded (reported in the notes)."""
+    (or a `run_not_in_group` one her assign explains, `_covered`) from a member a signed shuffle_start excluded
+    (reported in the notes)."""
     suppressed = _suppressed_by_statement(r)
     explained = Counter(v.reason for v in r.verdicts
                         if not v.accept and v.reason in SUPPRESSION_COMPLAINTS and v.sender in suppressed)
@@ -533,8 +545,8 @@ def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:
     # Her exclusion is signed and explains it; a live member excluded `silent` at once (drop-subject) is what
     # `exclusion_evidence` times, and one excluded at the deadline cannot be told from her (SPEC §3).
     excluded = _excluded_by_statement(r) - suppressed
-    returned = Counter(v.reason for v in r.verdicts if not v.accept and v.reason == "not_included"
-                       and v.sender in excluded)
+    returned = Counter(v.reason for v in r.verdicts if not v.accept and v.sender in excluded
+                       and (v.reason == "not_included" or (v.reason == "run_not_in_group" and _covered(r, v.sender))))
     reasons = Counter(v.reason if v.reason in VERDICT_REASONS else "(not a reason code)" for v in r.verdicts
                       if not v.accept) - explained - returned
     for reason, count in sorted(reasons.items()):

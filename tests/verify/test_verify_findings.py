@@ -231,8 +231,9 @@ def test_a_reordering_broker_does_not_turn_an_honest_merge_into_a_complaint(tmp_
     """Found by an attacker on the auditor (a broker holding 30 % of the messages back up to 2 s, a tamperer whose
     group merges): a member shown the merged group's run before her new assign asks for her assign; a re-sent copy
     of her old one, overtaken on the way, reached her first, and she took it for the collector's answer and refused
-    the run (`run_not_in_group`), a complaint that failed the honest collector. She now takes an answer only once
-    her fetch waited a re-send interval (the fetch is re-sent meanwhile, and its answer is the newer assign)."""
+    the run (`run_not_in_group`), a complaint that failed the honest collector. She then took an answer only once
+    her fetch waited a re-send interval; since a broker replaying that copy later emptied rounds (`answer-old-assign`,
+    tests/adversary), no copy of the assign she holds is an answer: she fetches on until a covering assign comes."""
     config = tmp_path / "reorder.toml"
     config.write_text('[round]\nk = 3\nrandom_records = 50\n[data]\nrows = 36\n[[adversary.subjects]]\n'
                       'strategy = "tamper"\nrows = [4]\n[adversary.broker]\nstrategy = "reorder"\nprobability = 0.3\n')
