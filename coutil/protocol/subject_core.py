@@ -10,9 +10,9 @@ transition table, registration, the release and her audit.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import ClassVar, TypeVar
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import ClassVar
 
 from coutil.errors import RemoteProtocolError
 from coutil.protocol import codec, crypto, topics
@@ -60,6 +60,7 @@ from coutil.protocol.shuffle import (
 )
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject_audit import SharedCaches, SubjectVerdict
+from coutil.protocol.subject_run import SubjectRun, keep_first
 
 __all__ = ["MIN_K", "SubjectCore", "SubjectRun"]
 
@@ -67,72 +68,6 @@ __all__ = ["MIN_K", "SubjectCore", "SubjectRun"]
 #: not take part below 2 whatever the collector announces (a simulation whose experimenter chose
 #: k = 1 builds its subjects with ``min_k=1``).
 MIN_K = 2
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-def _keep_first(store: MutableMapping[_K, _V], key: _K, value: _V, duplicate: str, equivocation: str) -> None:
-    """A member's message for a step of the run: the first copy is kept; the same again is IGNORE
-    ``duplicate``, a different one REJECT ``equivocation`` (SPEC §7.2); each with its detail."""
-    previous = store.get(key)
-    if previous is None:
-        store[key] = value
-        return
-    if previous != value:
-        raise RemoteProtocolError("equivocation", equivocation)
-    raise RemoteProtocolError("duplicate", duplicate, ignore=True)
-
-
-@dataclass
-class SubjectRun:
-    """One shuffle run of the subject's group, as she sees it."""
-
-    number: int
-    members: tuple[bytes, ...]
-    outer: crypto.KxKey
-    inner: crypto.KxKey
-    #: Her view of the run (SPEC §8.4), compared with every member's run_keys and vote.
-    members_digest: bytes = b""
-    keys: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)  # member -> (outer, inner)
-    submissions: dict[bytes, bytes] = field(default_factory=dict)
-    batches: dict[int, tuple[bytes, ...]] = field(default_factory=dict)
-    votes: dict[bytes, Vote] = field(default_factory=dict)
-    my_sealed: bytes | None = None
-    #: Opens the commitment to ``my_sealed`` sent with her submission (revealed only in a blame).
-    my_salt: bytes = bytes(32)
-    #: Blames received (she blames on a no-go vote, never on a blame: she keeps going).
-    blames: dict[bytes, Blame] = field(default_factory=dict)
-    my_permutation: tuple[int, ...] = ()
-    my_vote: bool | None = None
-    final_digest: bytes | None = None
-    reveal_open: bool = False
-    #: The final batch a reveal_open that came before hers named (compared once she has it).
-    reveal_open_digest: bytes | None = None
-    #: Her submission and her batch as published (re-sent with her blame).
-    my_submit: Outgoing | None = None
-    my_batch: Outgoing | None = None
-    #: The exact envelopes of the first no-go vote of the run she took (hers, if she voted no-go) and of the
-    #: messages she took, by (step, sender): her input (step 0: the submissions she mixed as mixer 1, hers
-    #: included; else the batch of step - 1) and the final batch. Her blame carries them (SPEC §8.4).
-    no_go_vote: bytes | None = None
-    taken: dict[tuple[int, bytes], bytes] = field(default_factory=dict)
-    #: Another final batch its mixer signed than the one she took (relayed by the collector, which holds it):
-    #: with hers, the proof of the final mixer's equivocation her blame carries in place of a no-go vote.
-    second_final: bytes | None = None
-    #: The final mixer's vote as received: one naming another final batch than hers, which she took, proves her
-    #: equivocation with it (an honest final mixer votes on her own batch); her blame carries it (SPEC §8.4).
-    final_mixer_vote: bytes | None = None
-    revealed: bool = False
-    blamed: bool = False
-    #: The run's keys as she used them (`keys_digest`), once she holds every member's.
-    keys_digest: bytes | None = None
-
-    def taken_envelopes(self) -> tuple[bytes, ...]:
-        """What her blame carries as ``taken``: submissions first (in mixing order), then batches by step."""
-        taken = tuple(self.taken[key] for key in sorted(self.taken))
-        return taken if self.second_final is None else (*taken, self.second_final)
-
 
 class SubjectCore:
     """A subject's state and her group's runs; `SubjectNode` is the subject."""
@@ -473,13 +408,13 @@ class SubjectCore:
             raise RemoteProtocolError("not_a_member", "run_keys from outside this run")
         check_run_keys(message.outer_kx, message.inner_kx)
         self._check_view(run, message, now)
-        _keep_first(run.keys, message.sender, (message.outer_kx, message.inner_kx),
+        keep_first(run.keys, message.sender, (message.outer_kx, message.inner_kx),
                     "run_keys already received", "two different run_keys from one member")
         return self._advance(now)
 
     def _on_submit(self, message: Submit, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
-        _keep_first(run.submissions, message.sender, message.onion,
+        keep_first(run.submissions, message.sender, message.onion,
                     "submission already received", "two different submissions from one member")
         if run.members[0] == self.public_key:  # her input as mixer 1 (a copy elsewhere is no input of hers)
             run.taken[(0, message.sender)] = self._receiving
@@ -503,7 +438,7 @@ class SubjectCore:
                                              "two different final batches from the final mixer", False,
                                              message.sender, message.TAG))
             return self._start_blame(run, now)
-        _keep_first(run.batches, message.step, message.items,
+        keep_first(run.batches, message.step, message.items,
                     "batch already received", "two different batches for one step")
         if message.step in (run.members.index(self.public_key), len(run.members)):  # her input, the final batch
             run.taken[(message.step, message.sender)] = self._receiving
@@ -512,7 +447,7 @@ class SubjectCore:
     def _on_vote(self, message: Vote, digest: bytes, now: float) -> list[Outgoing]:
         run = self._current_run(message.group, message.run)
         self._check_view(run, message, now)
-        _keep_first(run.votes, message.sender, message,
+        keep_first(run.votes, message.sender, message,
                     "vote already received", "two different votes from one member")
         if not message.go and run.no_go_vote is None:
             run.no_go_vote = self._receiving
@@ -633,7 +568,7 @@ class SubjectCore:
                 self._event(NoGoVoted(now, self.sid, group, run.number))
         # 4. A no-go anywhere, or the final mixer's vote on another final batch than hers: blame. All go and
         # reveal_open: reveal my inner secret.
-        if (any(not v.go for v in run.votes.values()) or (self._final_mixer_contradicted(run) and not run.revealed)) \
+        if (any(not v.go for v in run.votes.values()) or (run.final_mixer_contradicted() and not run.revealed)) \
                 and not run.blamed:
             out.extend(self._start_blame(run, now))
         elif not run.revealed and not run.blamed and run.my_vote and len(run.votes) == g \
@@ -684,20 +619,6 @@ class SubjectCore:
         run.no_go_vote = run.no_go_vote or msg.payload
         self._resend.arm(("vote", run.number), msg, now)
         return [msg, *self._start_blame(run, now)]
-
-    @staticmethod
-    def _final_mixer_contradicted(run: SubjectRun) -> bool:
-        """The final batch she took and its mixer's vote name different final batches: two things an honest final
-        mixer never signs together (a broker showed the collector another final batch of hers, and kept the relay
-        of it from the members, found by an attacker)."""
-        if run.final_mixer_vote is None:
-            return False
-        mixer = run.members[-1]
-        final, vote = run.batches.get(len(run.members)), run.votes.get(mixer)
-        if final is None or vote is None or (len(run.members), mixer) not in run.taken:
-            return False
-        # (Her own vote's digest once she voted: no hash per message on the hot path.)
-        return vote.final_digest != (run.final_digest if run.final_digest is not None else batch_digest(final))
 
     def _vote(self, run: SubjectRun, go: bool, final_digest: bytes) -> Vote:
         assert self._round_id is not None and self._group is not None
