@@ -65,12 +65,32 @@ def test_simulate_closes_with_one_outcome_line_as_run_does(tmp_path: Path, capsy
     `run` does. Subjects the fault plan made vanish are not owed a place in the release: said, and still OK."""
     assert main(["simulate", "--set", "data.rows=15", "--set", "k=3", "--out", str(tmp_path / "s")]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[-2].startswith("round OK: 15 of 15 subjects released, 0 excluded, 0 complaining; k = 3;"), lines[-2:]
-    assert lines[-1].startswith(f"outputs written to {tmp_path / 's'}/")
+    assert lines[-3].startswith("round OK: 15 of 15 subjects released, 0 excluded, 0 complaining; k = 3;"), lines[-3:]
+    assert lines[-2].startswith(f"outputs written to {tmp_path / 's'}/")
     faults = Path(__file__).resolve().parents[1] / "simulations" / "configs" / "faults.toml"
     assert main(["simulate", "--config", str(faults)]) == 0
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("round OK: ") and "vanished by the fault plan)" in last, last
+    outcome = capsys.readouterr().err.strip().splitlines()[-2]
+    assert outcome.startswith("round OK: ") and "vanished by the fault plan)" in outcome, outcome
+
+
+def test_simulate_ends_with_how_to_see_its_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a user walking the README: after `simulate --out DIR` nothing said how to look at DIR, as `run`
+    does (`coutil report DIR`); without --out, it says nothing was written. --json (the machine interface) is
+    one JSON object, unchanged, and nothing more."""
+    out = tmp_path / "my run"  # a space: the command shown must be one a shell runs as is
+    assert main(["simulate", "--set", "data.rows=15", "--set", "k=3", "--out", str(out)]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-2].startswith(f"outputs written to {out}/")
+    assert lines[-1] == f"all of it on one HTML page: coutil report '{out}'", lines[-2:]
+    assert main(["report", str(out), "--json"]) == 0  # the command shown works
+    assert json.loads(capsys.readouterr().out)
+    assert main(["simulate", "--set", "data.rows=15", "--set", "k=3"]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-2].startswith("round OK: ") and lines[-1] == "nothing written (no --out)", lines[-2:]
+    assert main(["simulate", "--set", "data.rows=15", "--set", "k=3", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "nothing written" not in captured.err + captured.out and "coutil report" not in captured.out
+    assert captured.out.count("\n") == 1 and json.loads(captured.out)["completed"] is True
 
 
 @pytest.mark.parametrize("group", [[], ["collector"], ["subject"], ["anonymize"]])

@@ -455,19 +455,15 @@ def _audit_empty_release(round_file: RoundManifest, manifest: Path | None, relea
                          group: int | None, json_output: bool, *, params: AuditParams) -> None:
     """Subject mode on a round whose every group was suppressed: release.csv is its header alone, and she is not
     in it (`not_included`, SPEC §10), the verdict she gives in the round, by the same function."""
-    import csv
-
     import numpy as np
 
     from coutil.audit.inputs import parse_floats
     from coutil.audit.subject import audit_subject, release_digest
+    from coutil.sdc.dataset import read_csv_file
 
     names = round_file.qi + round_file.confidential
-    try:
-        with release.open(newline="", encoding="utf-8") as handle:
-            rows = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"{release}: cannot read the release ({exc})") from exc
+    # The strict reader: an unclosed quote or a malformed file is a one-line error naming the file and line.
+    rows = [row for _, row in read_csv_file(release) if any(cell.strip() for cell in row)]
     if not rows or tuple(cell.strip() for cell in rows[0]) != names or len(rows) > 1:
         raise InputError(f"{release} is not the release of {manifest}: the round released no rows, "
                          f"so release.csv must be the header {','.join(names)} alone")

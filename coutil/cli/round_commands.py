@@ -11,11 +11,13 @@ the broker cannot be reached, 2 for bad input.
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from coutil.cli.common import OneLineErrorsCommand, emit_json, err_console, phase_progress, progress
@@ -31,6 +33,13 @@ def _written(out: Path) -> str:
     from coutil.round.report import ROUND_OUTPUT_NAMES
 
     return f"outputs written to {out}/ ({', '.join(name for name in ROUND_OUTPUT_NAMES if (out / name).exists())})"
+
+
+def _how_to_see(out: Path | None) -> str:
+    """The last line of `run` and `simulate` (without --json): the command that shows ``out`` on one page."""
+    if out is None:
+        return "nothing written (no --out)"
+    return f"all of it on one HTML page: [bold]{escape(f'coutil report {shlex.quote(str(out))}')}[/]"
 
 
 def _summary_table(title: str, summary: dict[str, Any], extra: list[tuple[str, str]]) -> Table:
@@ -228,7 +237,7 @@ def run_round_command(
             err_console.print(line)
         err_console.print(_outcome_line(summary, config.k))
         err_console.print(_written(out))
-        err_console.print(f"all of it on one HTML page: [bold]coutil report {out}[/]")
+        err_console.print(_how_to_see(out))
     _check_round(report, summary, out, every_subject=True)
     return summary
 
@@ -274,6 +283,7 @@ def simulate(
                                         vanished=len(report.vanished)))
         if out is not None:
             err_console.print(_written(out))
+        err_console.print(_how_to_see(out))
     if failure is not None:
         raise failure
     return summary

@@ -10,6 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from coutil.errors import DataFileError
+from coutil.sdc.dataset import read_csv_file
+
 
 def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -54,5 +57,14 @@ def write_csv_rows(path: Path, rows: Iterable[dict[str, Any]]) -> int:
 
 
 def read_csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle))
+    """The rows of a result CSV file (its header's names as keys), read by coutil's strict CSV reader: a
+    malformed file (an unclosed quote, a ragged row) is a `DataFileError` naming the file and the line."""
+    records = [(line, row) for line, row in read_csv_file(path) if row]  # blank lines skipped, as DictReader did
+    if not records:
+        return []
+    header = records[0][1]
+    for line, row in records[1:]:
+        if len(row) != len(header):
+            raise DataFileError(str(path), f"ragged row: {len(row)} cells where the header has {len(header)}",
+                                line=line)
+    return [dict(zip(header, row, strict=True)) for _, row in records[1:]]

@@ -26,7 +26,6 @@ signed exclusions and runs (exclusion_evidence) in `coutil.round.verify_exclusio
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter, defaultdict
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from coutil.audit.subject import release_digest
-from coutil.errors import InputError
+from coutil.errors import DataFileError, InputError
 from coutil.fileio import present, read_regular_bytes
 from coutil.protocol import merkle
 from coutil.protocol.equivocation import RosterReceipt
@@ -64,6 +63,7 @@ from coutil.round.verify_roster import (
     check_signatures,
     need,
 )
+from coutil.sdc.dataset import read_csv_records
 
 #: Exclusion reason codes of SPEC §7.3 (and SafePub's ``suppressed_class``, §9.1).
 EXCLUSION_REASONS = frozenset({
@@ -272,18 +272,29 @@ def _check_release(r: VerifiedRound, check: Check) -> None:
                            "with one QI vector (its centroid); rows_root and roster_root hold")
 
 
-def _read_csv(path: Path, width: int, check: Check) -> np.ndarray | None:
-    """release.csv's rows as a matrix of ``width`` columns (None, and ``check`` failed, when it is not one)."""
+def _read_records(path: Path, check: Check) -> list[tuple[int, list[str]]] | None:
+    """release.csv's records and their lines, by coutil's strict CSV reader (None, and ``check`` failed, when the
+    file cannot be read or is malformed: an unclosed quote is named with the line it starts on)."""
     try:
-        lines = list(csv.reader(io.StringIO(read_regular_bytes(path).decode("utf-8"), newline="")))
-    except OSError as exc:
+        text = read_regular_bytes(path).decode("utf-8")
+    except OSError as exc:  # a directory, a symbolic link loop, a FIFO (refused, never waited on), permission
         check.fail(f"{path.name}: cannot read it ({exc.strerror or exc})")
         return None
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError as exc:
         check.fail(f"{path.name}: cannot read it ({exc})")
         return None
-    rows = [row for row in lines[1:] if row]
-    for number, row in enumerate(lines[1:], 2):
+    try:
+        return read_csv_records(io.StringIO(text, newline=""), path.name)
+    except DataFileError as exc:
+        check.fail(str(exc))
+        return None
+
+
+def _read_csv(path: Path, records: list[tuple[int, list[str]]], width: int, check: Check) -> np.ndarray | None:
+    """release.csv's rows (``records`` after the header) as a matrix of ``width`` columns (None, and ``check``
+    failed, when it is not one)."""
+    rows = [row for _, row in records if row]
+    for number, row in records:
         if row and len(row) != width:
             check.fail(f"{path.name}: row {number} has {len(row)} values, the release has {width} columns")
             return None
@@ -369,18 +380,14 @@ def _check_release_files(r: VerifiedRound, check: Check, directory: Path | None)
         check.skip("malformed release (see release)")
         return
     path = directory / "release.csv"
-    try:
-        header = next(csv.reader(io.StringIO(read_regular_bytes(path).decode("utf-8"), newline="")), [])
-    except OSError as exc:  # a directory, a symbolic link loop, a FIFO (refused, never waited on), permission
-        check.fail(f"{path.name}: cannot read it ({exc.strerror or exc})")
+    records = _read_records(path, check)
+    if records is None:
         return
-    except (UnicodeDecodeError, csv.Error) as exc:
-        check.fail(f"{path.name}: cannot read it ({exc})")
-        return
+    header = records[0][1] if records else []
     if tuple(header) != r.release.columns:
         check.fail(f"{path.name}: header {header[:20]} is not the release's columns")
         return
-    values = _read_csv(path, len(r.release.columns), check)
+    values = _read_csv(path, records[1:], len(r.release.columns), check)
     if values is None:
         return
     if values.shape != matrix.shape:

@@ -104,31 +104,25 @@ class _BoundedLines:
         return text
 
 
-def read_csv_table(path: str | Path) -> CsvTable:
-    """Read a CSV file with a header row; reject missing, empty and ragged files."""
-    p = Path(path)
-    name = str(path)
-    if not p.exists():
-        raise DataFileError(name, "no such file")
-    if p.is_dir():
-        raise DataFileError(name, "is a directory, not a CSV file")
-    rows: list[list[str]] = []
-    starts: list[int] = []
+def read_csv_records(handle: Any, name: str, *, delimiter: str = ",") -> list[tuple[int, list[str]]]:
+    """Every record of an open CSV text stream (opened with ``newline=""``), with the file line (1-based) it
+    starts on; blank lines are records with no cells. The one strict CSV reader of coutil: an unclosed quote,
+    text after a closing quote, a NUL byte, an over-long line or cell, too many columns or bytes that are
+    not UTF-8 raise `DataFileError` naming ``name`` and the line, never a lenient guess."""
+    records: list[tuple[int, list[str]]] = []
     previous_end = 0
     previous_limit = csv.field_size_limit(MAX_CELL_CHARS)
     try:
-        with p.open(newline="", encoding="utf-8-sig") as handle:
-            # strict: an unclosed quote is an error (lenient, it swallowed the rest of the file into one cell,
-            # which then read as a header with no data rows), as is text after a closing quote.
-            reader = csv.reader(_BoundedLines(handle, name), strict=True)
-            for row in reader:
-                if len(row) > MAX_COLUMNS:
-                    raise DataFileError(name, f"{len(row):,} cells: more than the {MAX_COLUMNS:,} columns coutil "
-                                        "accepts", line=previous_end + 1)
-                rows.append(row)
-                # reader.line_num is the line where the record ENDS; a quoted cell may span several lines.
-                starts.append(previous_end + 1)
-                previous_end = reader.line_num
+        # strict: an unclosed quote is an error (lenient, it swallowed the rest of the file into one cell,
+        # which then read as a header with no data rows), as is text after a closing quote.
+        reader = csv.reader(_BoundedLines(handle, name), delimiter=delimiter, strict=True)
+        for row in reader:
+            if len(row) > MAX_COLUMNS:
+                raise DataFileError(name, f"{len(row):,} cells: more than the {MAX_COLUMNS:,} columns coutil "
+                                    "accepts", line=previous_end + 1)
+            # reader.line_num is the line where the record ENDS; a quoted cell may span several lines.
+            records.append((previous_end + 1, row))
+            previous_end = reader.line_num
     except UnicodeDecodeError as exc:
         raise DataFileError(name, f"not a UTF-8 text file ({exc.reason})") from None
     except csv.Error as exc:
@@ -140,8 +134,30 @@ def read_csv_table(path: str | Path) -> CsvTable:
         raise DataFileError(name, f"cannot read ({exc.strerror})") from None
     finally:
         csv.field_size_limit(previous_limit)
+    return records
+
+
+def read_csv_file(path: str | Path) -> list[tuple[int, list[str]]]:
+    """`read_csv_records` of a file (UTF-8, a byte order mark ignored); a missing file or a directory is a
+    `DataFileError` too."""
+    p = Path(path)
+    name = str(path)
+    if not p.exists():
+        raise DataFileError(name, "no such file")
+    if p.is_dir():
+        raise DataFileError(name, "is a directory, not a CSV file")
+    try:
+        with p.open(newline="", encoding="utf-8-sig") as handle:
+            return read_csv_records(handle, name)
+    except OSError as exc:
+        raise DataFileError(name, f"cannot read ({exc.strerror})") from None
+
+
+def read_csv_table(path: str | Path) -> CsvTable:
+    """Read a CSV file with a header row; reject missing, empty and ragged files."""
+    name = str(path)
     # Blank lines at the end are common in hand-edited files; blank lines elsewhere are not rows.
-    numbered = [(starts[i], row) for i, row in enumerate(rows) if any(cell.strip() for cell in row)]
+    numbered = [(line, row) for line, row in read_csv_file(path) if any(cell.strip() for cell in row)]
     if not numbered:
         raise DataFileError(name, "empty file (a header row is required)")
     header_line, header = numbered[0]

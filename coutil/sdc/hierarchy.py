@@ -29,8 +29,8 @@ fraction of leaves for a tree), used by SafePub's granularity score.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
+import io
 import itertools
 import math
 import tomllib
@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coutil.errors import InputError
+from coutil.sdc.dataset import read_csv_records
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -348,8 +349,10 @@ def _tree_from_csv(path: Path, column: str) -> TreeHierarchy:
     text = _read_text(path, column)
     first = next((line for line in text.splitlines() if line.strip()), "")
     delimiter = ";" if ";" in first and "," not in first else ","
-    rows = list(csv.reader(text.splitlines(), delimiter=delimiter))
-    return TreeHierarchy(column, str(path), rows)
+    # The strict reader of every CSV file (an unclosed quote is named with its line, never swallows the rest).
+    records = read_csv_records(io.StringIO(text, newline=""), f"hierarchy file {path} for column {column!r}",
+                               delimiter=delimiter)
+    return TreeHierarchy(column, str(path), [row for _, row in records])
 
 
 def _number(table: Mapping[str, Any], key: str, where: str) -> float:

@@ -155,6 +155,25 @@ def _reference_distance(release: np.ndarray[Any, Any], q_lo: list[int], q_hi: li
     return ref_nearest(release, q_lo, q_hi)[0]
 
 
+def test_subject_mode_empty_round_release_with_an_unclosed_quote(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Subject mode on a round that released no rows reads release.csv by the strict CSV reader: an unclosed
+    quote is one line naming file and line, exit 2 (a lenient reader swallowed it into a row)."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"manifest": {"qi": ["age"], "confidential": ["income"], "k": 3,
+                                                 "min_permutation_distance": 1, "random_records": 10, "alpha": 0.05},
+                                    "round_id": "00" * 16, "group_sizes": []}))
+    release = tmp_path / "release.csv"
+    release.write_text('age,income\n"1,2\n')
+    argv = ["audit", "--record-values", "1,2", "--release", str(release), "--manifest", str(manifest)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("coutil: error:")
+    assert f"{release}, line 2: unclosed quote" in err
+    release.write_text("age,income\n")  # the header alone: her verdict, not an error
+    assert main(argv) == 0
+
+
 @pytest.mark.parametrize("noise", [1e-6, 2.0])
 def test_subject_plausibility_is_the_sampled_p_value(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, noise: float

@@ -154,3 +154,17 @@ def test_cli_experiment_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["plot", str(out), "--json"]) == 0
     assert any(f.endswith("utility_vs_risk.png") for f in json.loads(capsys.readouterr().out)["figures"])
     assert main(["experiment", "--config", str(tmp_path / "missing.toml"), "--out", str(out)]) == 2
+
+
+def test_cli_plot_of_a_malformed_summary_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`coutil plot` reads the result CSV files by the strict CSV reader: an unclosed quote is one line naming
+    file and line, exit 2 (a lenient reader swallowed the rest of the file into one cell)."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "study.toml").write_text(RESUME)
+    (out / "summary.csv").write_text('method,n,k\ncollaborative,20,4\n"centralized,20,4\nplain,20,4\n')
+    assert main(["plot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("coutil: error:")
+    assert f"{out / 'summary.csv'}, line 3: unclosed quote" in err

@@ -282,6 +282,15 @@ def test_cli_missing_hierarchy(files: dict[str, Path], capsys: pytest.CaptureFix
     assert "no hierarchy for the quasi-identifier 'sex'" in capsys.readouterr().err
 
 
+def test_cli_hierarchy_csv_with_an_unclosed_quote(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """A hierarchy CSV is read by the strict CSV reader: an unclosed quote is one line naming file and line."""
+    files["sex"].write_text('F;*\nM;"*\n')
+    assert main(_args(files)) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("coutil: error:")
+    assert f"hierarchy file {files['sex']} for column 'sex', line 2: unclosed quote" in err
+
+
 def test_cli_dp_params(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dp-params", "--epsilon", "1", "--delta", "1e-6", "--json"]) == 0
     out = capsys.readouterr().out

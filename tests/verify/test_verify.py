@@ -399,6 +399,24 @@ def test_a_release_csv_that_is_not_the_signed_release_is_caught(
     assert code == 3 and failed(result) == {"release_files": ["release.csv: row 6 differs from the signed release"]}
 
 
+def test_an_unclosed_quote_in_release_csv_is_named_with_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """release.csv is read by coutil's strict CSV reader: an unclosed quote fails the check naming its line (a
+    lenient reader swallowed the rest of the file into one cell and reported a ragged row instead)."""
+    run = run_round(tmp_path, seed=8)
+    csv_path = run.directory / "release.csv"
+    lines = csv_path.read_text().splitlines()
+    lines[5] = '"' + lines[5]
+    csv_path.write_text("\n".join(lines) + "\n")
+    code, result, _ = verify(run.directory, capsys)
+    assert code == 3
+    assert failed(result) == {"release_files": [
+        "release.csv, line 6: unclosed quote: the quoted cell that starts here is never closed"]}
+    assert main(["verify", str(run.directory)]) == 3
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("coutil: error:") and "release.csv, line 6: unclosed quote" in last
+
+
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(tmp_path / "missing")]) == 2
     assert main(["verify", str(tmp_path)]) == 2  # a directory without a transcript

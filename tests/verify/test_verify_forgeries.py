@@ -472,7 +472,8 @@ def _mutated(tmp_path: Path, change: Callable[[Path], None]) -> Path:
     ("csv_short_row", lambda d: (d / "release.csv").write_text(
         (d / "release.csv").read_text().splitlines()[0] + "\n1,2\n"), 3, "row 2 has 2 values"),
     ("csv_big_field", lambda d: (d / "release.csv").write_text(
-        (d / "release.csv").read_text().splitlines()[0] + "\n" + "1" * 200_000 + "\n"), 3, "cannot read it"),
+        (d / "release.csv").read_text().splitlines()[0] + "\n" + "1" * 200_000 + "\n"), 3,
+     "release.csv, line 2: malformed CSV (field larger than field limit"),
     ("registrations_included_no", lambda d: (d / "transcript.json").write_text(json.dumps(
         {**json.loads((d / "transcript.json").read_text()), "registrations_included": "no"})), 2, "not a boolean"),
 ])
