@@ -128,6 +128,10 @@ class RoundWatch:
     registration_closed: bool = False
     #: A hosted subject took the announce (she registers, or does not take part for a reason of hers).
     announce_taken: bool = False
+    #: A hosted subject's registration was acknowledged (or she got past it, or does not take part).
+    registered: bool = False
+    #: When her round's roster first reached a hosted subject whose registration was not acknowledged.
+    roster_before_ack: float | None = None
 
     def __post_init__(self) -> None:
         self.last_heard = self.clock()
@@ -159,8 +163,14 @@ class RoundWatch:
         """The round's registration closed (by her clock, the one her node judges the announce by) while every hosted
         subject still waited for the announce: it is `late` to each of them (SPEC §4 announce), none takes part.
         Found by an attacker of a subject's host across restarts: one who joined again mid-round waited ten step
-        timeouts and was told that the collector stopped answering (it says nothing to one who never registered)."""
-        return not self.announce_taken and self.clock() > self.round.register_deadline
+        timeouts and was told that the collector stopped answering (it says nothing to one who never registered).
+        Likewise when the collector closed registration before its deadline (``--expected`` subjects registered):
+        the roster came and, a step timeout later (an acknowledgement delayed, or lost and sent again), still none."""
+        now = self.clock()
+        if not self.announce_taken and now > self.round.register_deadline:
+            return True
+        return not self.registered and self.roster_before_ack is not None \
+            and now - self.roster_before_ack > self.round.step_timeout
 
     def collector_silent(self) -> bool:
         now = self.clock()
@@ -173,6 +183,9 @@ class RoundWatch:
             return (f"the collector stopped answering: nothing from it for more than {self.silence_limit:.0f} s "
                     f"({SILENT_STEPS} step timeouts of {self.round.step_timeout:g} s) in round "
                     f"{self.round.round_id.hex()}")
+        if self.ended_by == "late" and self.roster_before_ack is not None:
+            return (f"round {self.round.round_id.hex()} closed its registration before you joined (its roster came "
+                    "and your registration was never acknowledged): you are not in it; join the collector's next round")
         if self.ended_by == "late":
             return (f"round {self.round.round_id.hex()} closed its registration before you joined (its deadline "
                     "passed, by this machine's clock): nothing of yours was sent; join the collector's next round")
@@ -233,8 +246,14 @@ class _WatchedSubject:
         elif "/c/" in topic:
             self._watch.heard()
         out = self.node.receive(topic, payload, now)
-        if not self._watch.announce_taken and self.node.state != SubjectState.AWAIT_ANNOUNCE:
-            self._watch.announce_taken = True
+        watch, state = self._watch, self.node.state
+        if not watch.announce_taken and state != SubjectState.AWAIT_ANNOUNCE:
+            watch.announce_taken = True
+        if not watch.registered and state not in (SubjectState.AWAIT_ANNOUNCE, SubjectState.REGISTERING):
+            watch.registered = True
+        if state == SubjectState.REGISTERING and watch.roster_before_ack is None \
+                and topic == topics.roster(watch.round.round_id):
+            watch.roster_before_ack = watch.clock()
         if not self._watch.registration_closed and self.node.state not in _BEFORE_ROSTER:
             self._watch.registration_closed = True
         return out
