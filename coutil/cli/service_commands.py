@@ -10,6 +10,7 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -339,11 +340,11 @@ def join_command(
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
     evidence: Annotated[Path | None, typer.Option(
-        "--evidence", help="Write her evidence here when the round is over, however it ended (JSON, for `coutil "
+        "--evidence", help="Write her evidence here, however the round ended (JSON, for `coutil "
         "verify --evidence`): her receipt (the announce and the first roster she received), her verdict with the "
         "collector's signed verdict_ack, and her proof if the collector equivocated to her (two roster roots, or two "
-        "different shuffle_starts of one run). What the file already holds (her earlier rounds' evidence) is kept "
-        "beside it.",
+        "different shuffle_starts of one run). Written as soon as she holds it; what the file "
+        "already holds (her earlier rounds' evidence) is kept beside it.",
         show_default=False)] = None,
 ) -> None:
     """Take one subject through the current round and print her audit verdict.
@@ -375,16 +376,31 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())], min_k=min_k)
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
-    watch = RoundWatch(announced)
+    def held() -> list[Any]:
+        pair, proof, receipt = node.verdict_evidence(), node.equivocation_evidence(), node.roster_receipt()
+        return [*([VerdictEvidence(*pair)] if pair is not None else []),
+                *([EquivocationEvidence(*proof)] if proof is not None else []),
+                *([RosterReceipt(*receipt)] if receipt is not None else [])]
+
+    written: list[list[Any]] = [[]]
+
+    def keep_evidence() -> None:
+        # Written as soon as it changes (a receipt, a proof, an acknowledged verdict), not only at the end: a host
+        # that dies mid-round (kill -9, power loss) lost her proof, its only copy. Best effort here; the final
+        # write below reports a failure.
+        items = held()
+        if evidence is not None and items != written[0]:
+            with contextlib.suppress(InputError):
+                write_evidence(evidence, dict.fromkeys([*earlier, *items]))
+                written[0] = items
+
+    watch = RoundWatch(announced, on_progress=keep_evidence if evidence is not None else None)
     try:
         asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
     finally:  # however her host stopped (an outage, Ctrl-C included): what she holds is kept
         proof = node.equivocation_evidence()
         if evidence is not None:
-            pair, receipt = node.verdict_evidence(), node.roster_receipt()
-            write_evidence(evidence, dict.fromkeys([*earlier, *([VerdictEvidence(*pair)] if pair is not None else []),
-                                                    *([EquivocationEvidence(*proof)] if proof is not None else []),
-                                                    *([RosterReceipt(*receipt)] if receipt is not None else [])]))
+            write_evidence(evidence, dict.fromkeys([*earlier, *held()]))
     if proof is not None:
         err_console.print(f"[red]the collector equivocated in this round[/] (two roster roots, or two different "
                           "shuffle_starts of one run): proof kept"

@@ -132,6 +132,8 @@ class RoundWatch:
     registered: bool = False
     #: When her round's roster first reached a hosted subject whose registration was not acknowledged.
     roster_before_ack: float | None = None
+    #: Called while the subjects are hosted, after their nodes handled something (`subject join` keeps her evidence).
+    on_progress: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.last_heard = self.clock()
@@ -291,6 +293,8 @@ async def host_subjects(nodes: Sequence[SubjectNode], broker: str | BrokerAddres
         return not remaining and all(round_over_for(n) for n in nodes)
 
     def stop() -> bool:
+        if watch is not None and watch.on_progress is not None:
+            watch.on_progress()
         if all_over():
             if watch is not None:
                 watch.ended_by = "finished"

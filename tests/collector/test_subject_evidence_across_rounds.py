@@ -12,6 +12,8 @@ JSON, and a directory failed only after the round (her verdict unprinted, her ev
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from coutil.protocol.equivocation import EquivocationEvidence
 from coutil.protocol.messages import Announce, Roster, RoundParams
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
-from tests.collector.test_no_false_success import _finish, _spawn
+from tests.collector.test_no_false_success import _finish, _FirstGroupMessage, _spawn
 from tests.net.helpers import Mosquitto
 
 HEADER = "age,height_cm,weight_kg,hours_worked,income,savings,medical_spend\n"
@@ -115,3 +117,43 @@ def test_an_empty_evidence_file_is_taken_as_holding_nothing(tmp_path: Path,
     assert main(["subject", "join", "--broker", "mqtt://127.0.0.1:1", "--data", str(tmp_path / "me.csv"),
                  "--timeout", "1", "--evidence", str(tmp_path / "empty.json")]) == 6
     assert "broker" in capsys.readouterr().err
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_her_evidence_is_on_disk_before_her_host_dies(tmp_path: Path) -> None:
+    """Written only when `subject join` ended, her evidence (her receipt here; a proof of equivocation the same way)
+    was lost with a host that died mid-round (kill -9, a power loss): no file at all. Now written as it changes."""
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    sharing = _FirstGroupMessage(broker.port)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        serve = _spawn("collector", "serve", "--broker", broker.url, "--db", str(tmp_path / "c.sqlite"), "--k", "3",
+                       "--register-window", "60", "--expected", "3")
+        procs.append(serve)
+        time.sleep(1.5)
+        me = tmp_path / "me.csv"
+        me.write_text(HEADER + "41,172.5,70.2,38,41250.5,12000,830.25\n")
+        her = tmp_path / "her-evidence.json"
+        join = _spawn("subject", "join", "--broker", broker.url, "--data", str(me), "--timeout", "60",
+                      "--evidence", str(her))
+        swarm = _spawn("subject", "swarm", "--broker", broker.url, "--count", "2", "--timeout", "60")
+        procs += [join, swarm]
+        # Mid-round: the others die at the first member message (her run cannot finish: she waits for their keys
+        # until the step deadline, 20 s), and her host a second later.
+        sharing.action = lambda: swarm.send_signal(signal.SIGKILL)
+        assert sharing.seen.wait(60)
+        time.sleep(1.0)
+        assert join.poll() is None
+        join.send_signal(signal.SIGKILL)
+        join.wait(10)
+        assert join.returncode == -signal.SIGKILL
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        sharing.close()
+        broker.stop()
+    assert [sorted(entry) for entry in json.loads(her.read_text())] == [["receipt"]]  # before: no file
