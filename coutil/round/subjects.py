@@ -187,7 +187,8 @@ class RoundWatch:
                     f"{self.round.round_id.hex()}")
         if self.ended_by == "late" and self.roster_before_ack is not None:
             return (f"round {self.round.round_id.hex()} closed its registration before you joined (its roster came "
-                    "and your registration was never acknowledged): you are not in it; join the collector's next round")
+                    "and your registration was never acknowledged, a step timeout since): you take no part; join the "
+                    "collector's next round")
         if self.ended_by == "late":
             return (f"round {self.round.round_id.hex()} closed its registration before you joined (its deadline "
                     "passed, by this machine's clock): nothing of yours was sent; join the collector's next round")
