@@ -316,10 +316,13 @@ def _earlier_evidence(path: Path, data: Path) -> list[Any]:
 
     if same_path(path, data):
         raise InputError(f"--evidence {path} is the input --data {data}: it would be overwritten; choose another file")
-    if path.is_dir():
-        raise InputError(f"--evidence {path}: is a directory, not a file")
-    if not present(path) or (path.is_file() and path.stat().st_size == 0):
-        return []
+    try:
+        if path.is_dir():
+            raise InputError(f"--evidence {path}: is a directory, not a file")
+        if not present(path) or (path.is_file() and path.stat().st_size == 0):
+            return []
+    except OSError as exc:  # a directory this user may not search (EACCES): `Path.exists` raises
+        raise InputError(f"--evidence {path}: cannot be written ({exc.strerror or exc})") from None
     try:
         return read_evidence(path)
     except InputError as exc:

@@ -157,3 +157,17 @@ def test_her_evidence_is_on_disk_before_her_host_dies(tmp_path: Path) -> None:
         sharing.close()
         broker.stop()
     assert [sorted(entry) for entry in json.loads(her.read_text())] == [["receipt"]]  # before: no file
+
+
+def test_an_evidence_file_in_a_directory_she_may_not_search_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`Path.is_dir` raises for EACCES: the check before she waits must say so in one line, not crash."""
+    from tests.collector.test_operator_mishaps import _unsearchable
+
+    (tmp_path / "me.csv").write_text(HEADER + "41,172.5,70.2,38,41250.5,12000,830.25\n")
+    (tmp_path / "locked").mkdir()
+    _unsearchable(monkeypatch, tmp_path / "locked")
+    assert main(["subject", "join", "--broker", "mqtt://127.0.0.1:1", "--data", str(tmp_path / "me.csv"),
+                 "--timeout", "5", "--evidence", str(tmp_path / "locked" / "e.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Permission denied" in err and "--evidence" in err, err
