@@ -42,7 +42,7 @@ def _temp_prefix(target: Path) -> str:
     return f".{target.name}."
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     # Makes the rename itself durable; not possible everywhere (some file systems refuse): best effort.
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
@@ -89,7 +89,7 @@ def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "u
         if isinstance(exc, OSError):
             raise InputError(f"{target}: cannot write ({exc.strerror or exc})") from None
         raise
-    _fsync_directory(target.parent)
+    fsync_directory(target.parent)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -129,7 +129,7 @@ def staged_directory(path: str | Path, *, replaceable: Iterable[str] | None = No
             old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".old" + TEMP_SUFFIX, dir=target.parent))
             os.replace(target, old / "previous")
         os.replace(staging, target)
-        _fsync_directory(target.parent)
+        fsync_directory(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

@@ -10,6 +10,7 @@ her audit verdict; ``subject swarm`` hosts many simulated subjects in one proces
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -301,6 +302,33 @@ def _verdict_words(verdict: Any, names: tuple[str, ...]) -> str:
     return "\n".join(parts)
 
 
+def _earlier_evidence(path: Path, data: Path) -> list[Any]:
+    """What ``path`` (`subject join --evidence`) already holds, kept beside this round's: her earlier rounds' proofs.
+
+    Checked before she waits for a round. Found by an attacker of a subject's host across restarts: a second
+    `subject join` with the same --evidence (her host restarted, or the collector aborted its round after a crash
+    and she joined its next one) replaced the file at the end, and her proof of the first round's equivocation,
+    its only copy, was gone; --evidence naming her --data file overwrote her record with JSON, and a directory
+    failed only after the round, her verdict unprinted and her proof lost. Evidence of another round is only
+    "not taken" by `coutil verify`, never counted against a collector."""
+    from coutil.fileio import present, same_path
+    from coutil.round.evidence import read_evidence
+
+    if same_path(path, data):
+        raise InputError(f"--evidence {path} is the input --data {data}: it would be overwritten; choose another file")
+    try:
+        if path.is_dir():
+            raise InputError(f"--evidence {path}: is a directory, not a file")
+        if not present(path) or (path.is_file() and path.stat().st_size == 0):
+            return []
+    except OSError as exc:  # a directory this user may not search (EACCES): `Path.exists` raises
+        raise InputError(f"--evidence {path}: cannot be written ({exc.strerror or exc})") from None
+    try:
+        return read_evidence(path)
+    except InputError as exc:
+        raise InputError(f"--evidence {exc} (it would be replaced: choose another file)") from None
+
+
 @subject_app.command("join", cls=OneLineErrorsCommand)
 def join_command(
     broker: BrokerOption,
@@ -315,10 +343,11 @@ def join_command(
     ca_file: CaFileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object.")] = False,
     evidence: Annotated[Path | None, typer.Option(
-        "--evidence", help="Write her evidence here when the round is over, however it ended (JSON, for `coutil "
+        "--evidence", help="Write her evidence here, however the round ended (JSON, for `coutil "
         "verify --evidence`): her receipt (the announce and the first roster she received), her verdict with the "
         "collector's signed verdict_ack, and her proof if the collector equivocated to her (two roster roots, or two "
-        "different shuffle_starts of one run).",
+        "different shuffle_starts of one run). Written as soon as she holds it; what the file "
+        "already holds (her earlier rounds' evidence) is kept beside it.",
         show_default=False)] = None,
 ) -> None:
     """Take one subject through the current round and print her audit verdict.
@@ -340,6 +369,7 @@ def join_command(
     expected_key = parse_collector_key(collector_key)
     address = _address(broker, ca_file)
     table = read_csv_table(data)
+    earlier = _earlier_evidence(evidence, data) if evidence is not None else []
     if not 1 <= row <= table.n:
         raise InputError(f"bad --row {row}: {data} has {table.n} data rows")
     announced = asyncio.run(fetch_announce(address, timeout=min(timeout, 60.0), expected_key=expected_key))
@@ -349,16 +379,31 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())], min_k=min_k)
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
-    watch = RoundWatch(announced)
+    def held() -> list[Any]:
+        pair, proof, receipt = node.verdict_evidence(), node.equivocation_evidence(), node.roster_receipt()
+        return [*([VerdictEvidence(*pair)] if pair is not None else []),
+                *([EquivocationEvidence(*proof)] if proof is not None else []),
+                *([RosterReceipt(*receipt)] if receipt is not None else [])]
+
+    written: list[list[Any]] = [[]]
+
+    def keep_evidence() -> None:
+        # Written as soon as it changes (a receipt, a proof, an acknowledged verdict), not only at the end: a host
+        # that dies mid-round (kill -9, power loss) lost her proof, its only copy. Best effort here; the final
+        # write below reports a failure.
+        items = held()
+        if evidence is not None and items != written[0]:
+            with contextlib.suppress(InputError):
+                write_evidence(evidence, dict.fromkeys([*earlier, *items]))
+                written[0] = items
+
+    watch = RoundWatch(announced, on_progress=keep_evidence if evidence is not None else None)
     try:
         asyncio.run(host_subjects([node], address, timeout=timeout, watch=watch))
     finally:  # however her host stopped (an outage, Ctrl-C included): what she holds is kept
         proof = node.equivocation_evidence()
         if evidence is not None:
-            pair, receipt = node.verdict_evidence(), node.roster_receipt()
-            write_evidence(evidence, [*([VerdictEvidence(*pair)] if pair is not None else []),
-                                      *([EquivocationEvidence(*proof)] if proof is not None else []),
-                                      *([RosterReceipt(*receipt)] if receipt is not None else [])])
+            write_evidence(evidence, dict.fromkeys([*earlier, *held()]))
     if proof is not None:
         err_console.print(f"[red]the collector equivocated in this round[/] (two roster roots, or two different "
                           "shuffle_starts of one run): proof kept"

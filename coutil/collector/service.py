@@ -39,15 +39,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from coutil.collector.storage import CollectorStore, StoredRegistration, StoredRound
 from coutil.errors import InputError
+from coutil.fileio import fsync_directory
 from coutil.protocol import codec, crypto, topics
 from coutil.protocol.collector import CollectorNode
 from coutil.protocol.config import RoundConfig
@@ -140,11 +143,16 @@ def load_secret(db_path: Path) -> bytes | None:
 
 
 def create_secret(db_path: Path) -> bytes:
-    """A new secret seed, written with mode 0600 (never over an existing file)."""
+    """A new secret seed, written with mode 0600 (never over an existing file), whole or not at all.
+
+    Written to a temporary file beside it, made durable, then linked into place: a short secret left behind (a
+    kill or a power loss between creating the file and its data reaching the disk, found by an attacker who can
+    kill the collector; or a full disk) is refused as corrupt at every later start, a crash loop under a restart
+    policy. The temporary file (mode 0600) is removed however this ends, but by a kill."""
     path = secret_path(db_path)
     secret = SystemRandom().bytes(SECRET_BYTES)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # mode 0600
     except OSError as exc:
         raise InputError(f"{path}: cannot create the collector's secret file ({exc.strerror or exc})") from None
     try:
@@ -152,10 +160,20 @@ def create_secret(db_path: Path) -> bytes:
             handle.write(secret)
             handle.flush()
             os.fsync(handle.fileno())
+        try:
+            os.link(temp, path)  # FileExistsError rather than over an existing secret
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: the service's lock keeps others out meanwhile
+            if os.path.lexists(path):
+                raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+            os.rename(temp, path)
+        fsync_directory(path.parent)
     except OSError as exc:
-        # A short secret left behind (disk full) would be refused as corrupt at every later start.
-        path.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write the collector's secret file ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
     return secret
 
 

@@ -616,6 +616,9 @@ class CollectorCore:
             reason = "below_k_no_partner" if self.config.grouping == "mdav" else "suppressed_class"
             for key in remaining:
                 self._excluded[key] = reason
+                # Reported like every exclusion: the service stores exclusions from these events, and one known
+                # only at the round's end was missing from a round a crash aborted (its transcript failed verify).
+                self._event(MemberExcluded(now, group.label, reason, topics.sid_of(key)))
             group.dissolve()
             self._track(group)
             self._event(GroupDissolved(now, group.label, len(remaining)))

@@ -114,6 +114,7 @@ class RoundWatch:
 
     ``ended_by`` is "finished" (every subject's round is over: verdict acknowledged, excluded,
     incompatible), "round_over" (the collector withdrew its announce or announced another round),
+    "late" (its registration closed while every hosted subject still waited for the announce: none takes part),
     "collector_silent" (see `SILENT_STEPS`) or "timeout" (``--timeout`` passed first).
     """
 
@@ -125,6 +126,14 @@ class RoundWatch:
     last_heard: float = field(default=0.0)
     #: A hosted subject got past registration (roster or assignment): the deadline no longer matters.
     registration_closed: bool = False
+    #: A hosted subject took the announce (she registers, or does not take part for a reason of hers).
+    announce_taken: bool = False
+    #: A hosted subject's registration was acknowledged (or she got past it, or does not take part).
+    registered: bool = False
+    #: When her round's roster first reached a hosted subject whose registration was not acknowledged.
+    roster_before_ack: float | None = None
+    #: Called while the subjects are hosted, after their nodes handled something (`subject join` keeps her evidence).
+    on_progress: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.last_heard = self.clock()
@@ -152,6 +161,19 @@ class RoundWatch:
                 return
         self.over_at = self.clock()
 
+    def late(self) -> bool:
+        """The round's registration closed (by her clock, the one her node judges the announce by) while every hosted
+        subject still waited for the announce: it is `late` to each of them (SPEC §4 announce), none takes part.
+        Found by an attacker of a subject's host across restarts: one who joined again mid-round waited ten step
+        timeouts and was told that the collector stopped answering (it says nothing to one who never registered).
+        Likewise when the collector closed registration before its deadline (``--expected`` subjects registered):
+        the roster came and, a step timeout later (an acknowledgement delayed, or lost and sent again), still none."""
+        now = self.clock()
+        if not self.announce_taken and now > self.round.register_deadline:
+            return True
+        return not self.registered and self.roster_before_ack is not None \
+            and now - self.roster_before_ack > self.round.step_timeout
+
     def collector_silent(self) -> bool:
         now = self.clock()
         since = self.last_heard if self.registration_closed else max(self.last_heard, self.round.register_deadline)
@@ -163,6 +185,13 @@ class RoundWatch:
             return (f"the collector stopped answering: nothing from it for more than {self.silence_limit:.0f} s "
                     f"({SILENT_STEPS} step timeouts of {self.round.step_timeout:g} s) in round "
                     f"{self.round.round_id.hex()}")
+        if self.ended_by == "late" and self.roster_before_ack is not None:
+            return (f"round {self.round.round_id.hex()} closed its registration before you joined (its roster came "
+                    "and your registration was never acknowledged, a step timeout since): you take no part; join the "
+                    "collector's next round")
+        if self.ended_by == "late":
+            return (f"round {self.round.round_id.hex()} closed its registration before you joined (its deadline "
+                    "passed, by this machine's clock): nothing of yours was sent; join the collector's next round")
         if self.ended_by == "round_over":
             return (f"the collector ended round {self.round.round_id.hex()} (aborted or finished) before it was "
                     "over here")
@@ -220,6 +249,14 @@ class _WatchedSubject:
         elif "/c/" in topic:
             self._watch.heard()
         out = self.node.receive(topic, payload, now)
+        watch, state = self._watch, self.node.state
+        if not watch.announce_taken and state != SubjectState.AWAIT_ANNOUNCE:
+            watch.announce_taken = True
+        if not watch.registered and state not in (SubjectState.AWAIT_ANNOUNCE, SubjectState.REGISTERING):
+            watch.registered = True
+        if state == SubjectState.REGISTERING and watch.roster_before_ack is None \
+                and topic == topics.roster(watch.round.round_id):
+            watch.roster_before_ack = watch.clock()
         if not self._watch.registration_closed and self.node.state not in _BEFORE_ROSTER:
             self._watch.registration_closed = True
         return out
@@ -257,6 +294,8 @@ async def host_subjects(nodes: Sequence[SubjectNode], broker: str | BrokerAddres
         return not remaining and all(round_over_for(n) for n in nodes)
 
     def stop() -> bool:
+        if watch is not None and watch.on_progress is not None:
+            watch.on_progress()
         if all_over():
             if watch is not None:
                 watch.ended_by = "finished"
@@ -265,6 +304,9 @@ async def host_subjects(nodes: Sequence[SubjectNode], broker: str | BrokerAddres
             return False
         if watch.over_at is not None and watch.clock() - watch.over_at >= ROUND_OVER_GRACE:
             watch.ended_by = "round_over"
+            return True
+        if watch.late():
+            watch.ended_by = "late"
             return True
         if watch.collector_silent():
             watch.ended_by = "collector_silent"

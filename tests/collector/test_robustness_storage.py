@@ -423,3 +423,29 @@ def test_a_database_in_a_really_read_only_directory_is_read(tmp_path: Path) -> N
         assert _wal_files(db) == []
     finally:
         db.parent.chmod(0o755)
+
+
+def test_a_kill_while_the_first_secret_is_written_leaves_no_short_secret_behind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an attacker who can kill the collector: killed on its first start after creating ``DB.secret`` and
+    before writing its 32 bytes (or a power loss before they reach the disk), the service left an empty secret,
+    refused as corrupt at every start after (exit 2: a crash loop under `restart: on-failure`, until an operator
+    deletes a file named a secret). The secret is now written beside it and linked into place whole."""
+    db = tmp_path / "c.sqlite"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from coutil.collector import service
+        from coutil.collector.storage import CollectorStore
+        CollectorStore(Path({str(db)!r}))  # the schema is written first, as `collector serve` does
+        os.fdopen = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)  # killed before the first byte
+        service.create_secret(Path({str(db)!r}))
+    """)
+    killed = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, check=False)
+    assert killed.returncode == -9, killed.stderr
+    assert not db.with_name("c.sqlite.secret").exists()  # before: an empty file
+    # Started again (no broker listens): past the secret and the database, to the network (exit 6), not exit 2.
+    assert main(["collector", "serve", "--db", str(db), "--broker", "mqtt://127.0.0.1:1"]) == ExitCode.NETWORK
+    assert "corrupt secret" not in capsys.readouterr().err
+    assert len(db.with_name("c.sqlite.secret").read_bytes()) == 32
+    assert db.with_name("c.sqlite.secret").stat().st_mode & 0o777 == 0o600
