@@ -22,23 +22,20 @@ import pytest
 from coutil.cli import main
 from coutil.collector.service import identity_from_secret
 from coutil.protocol import codec, crypto, topics
-from coutil.protocol.config import TRANSCRIPT_COMMITMENT
 from coutil.protocol.equivocation import EquivocationEvidence
-from coutil.protocol.messages import Announce, Roster, RoundParams
+from coutil.protocol.messages import Announce, Roster
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.subject import SubjectNode
 from tests.collector.test_no_false_success import _finish, _FirstGroupMessage, _spawn
 from tests.net.helpers import Mosquitto
+from tests.round_params import round_params
 
 HEADER = "age,height_cm,weight_kg,hours_worked,income,savings,medical_spend\n"
 
 
 def _earlier_proof(identity: crypto.SigningKey) -> EquivocationEvidence:
     """Her proof from an earlier round of this collector: two roster roots it signed for that round."""
-    params = RoundParams(
-        qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
-        step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
-        min_permutation_distance=0, random_records=50, alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
+    params = round_params()
     round_id = b"r" * 16
     node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
     node.receive(topics.ANNOUNCE, codec.encode(Announce(round_id, identity.public, params), identity), 1.0)

@@ -20,13 +20,13 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from coutil.protocol import codec, crypto, topics
-from coutil.protocol.config import TRANSCRIPT_COMMITMENT
-from coutil.protocol.messages import Announce, RegisterAck, Roster, RoundParams
+from coutil.protocol.messages import Announce, RegisterAck, Roster
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.states import SubjectState
 from coutil.round.subjects import AnnouncedRound, RoundWatch, _WatchedSubject, make_subjects
 from tests.collector.test_no_false_success import _finish, _spawn
 from tests.net.helpers import Mosquitto
+from tests.round_params import round_params
 
 HEADER = "age,height_cm,weight_kg,hours_worked,income,savings,medical_spend\n"
 
@@ -46,11 +46,8 @@ def _publish_retained(port: int, topic: str, payload: bytes) -> None:
 def test_a_subject_joining_after_registration_closed_is_told_at_once(tmp_path: Path, command: str) -> None:
     identity = crypto.SigningKey(bytes(range(32)))
     names = HEADER.strip().split(",")
-    params = RoundParams(
-        qi_names=tuple(names[:4]), confidential_names=tuple(names[4:]), k=3, method="mdav",
-        register_deadline=time.time() - 60.0, step_timeout=3.0, audit_deadline_after_release=20.0,
-        collector_kx=crypto.KxKey(bytes(range(1, 33))).public, min_permutation_distance=0, random_records=50,
-        alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
+    params = round_params(qi=tuple(names[:4]), confidential=tuple(names[4:]), register_deadline=time.time() - 60.0,
+                          step_timeout=3.0)
     round_id = b"r" * 16
     broker = Mosquitto(tmp_path)
     broker.start()
@@ -75,11 +72,8 @@ def test_a_subject_joining_after_registration_closed_is_told_at_once(tmp_path: P
 def _watched(deadline: float, clock: list[float]) -> tuple[RoundWatch, _WatchedSubject, bytes, crypto.SigningKey]:
     identity = crypto.SigningKey(bytes(range(32)))
     names = HEADER.strip().split(",")
-    params = RoundParams(
-        qi_names=tuple(names[:4]), confidential_names=tuple(names[4:]), k=3, method="mdav",
-        register_deadline=deadline, step_timeout=20.0, audit_deadline_after_release=20.0,
-        collector_kx=crypto.KxKey(bytes(range(1, 33))).public, min_permutation_distance=0, random_records=50,
-        alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
+    params = round_params(qi=tuple(names[:4]), confidential=tuple(names[4:]), register_deadline=deadline,
+                          step_timeout=20.0)
     round_id = b"r" * 16
     announced = AnnouncedRound(round_id, identity.public, params.qi_names, params.confidential_names, 3, deadline,
                                20.0)

@@ -13,13 +13,13 @@ import pytest
 
 from coutil.cli import main
 from coutil.protocol import codec, crypto, topics
-from coutil.protocol.config import TRANSCRIPT_COMMITMENT
 from coutil.protocol.equivocation import EquivocationEvidence, RosterReceipt, check_equivocation
-from coutil.protocol.messages import Announce, Assign, Roster, RoundParams
+from coutil.protocol.messages import Announce, Assign, Roster
 from coutil.protocol.node import SeededRandom
 from coutil.protocol.states import SubjectState
 from coutil.protocol.subject import SubjectNode
 from coutil.round.transcript import read_transcript
+from tests.round_params import round_params
 
 
 def _simulate(tmp_path: Path, name: str, collector: str = "") -> Path:
@@ -142,10 +142,7 @@ def test_a_roster_of_another_round_seen_before_she_joins_does_not_spoil_her_proo
     nothing). Only her round's roots are kept: a foreign roster first, then two rosters of her round, is a
     valid proof."""
     identity = crypto.SigningKey(bytes(range(32)))
-    params = RoundParams(
-        qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
-        step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
-        min_permutation_distance=0, random_records=50, alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
+    params = round_params()
     round_id, foreign_round = b"r" * 16, b"f" * 16
     node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
 
@@ -201,10 +198,7 @@ def test_her_kept_root_prefers_the_roster_to_an_assign_of_the_same_root_and_keep
     (a shared bulletin, not her own kB), and her receipt is the roster; an assign of another root after it is a
     proof made of the roster and that assign."""
     identity = crypto.SigningKey(bytes(range(32)))
-    params = RoundParams(
-        qi_names=("a", "b"), confidential_names=("c",), k=3, method="mdav", register_deadline=100.0,
-        step_timeout=10.0, audit_deadline_after_release=20.0, collector_kx=crypto.KxKey(bytes(range(1, 33))).public,
-        min_permutation_distance=0, random_records=50, alpha=0.05, manifest=(TRANSCRIPT_COMMITMENT,))
+    params = round_params()
     round_id = b"r" * 16
     node = SubjectNode(collector_key=identity.public, qi=(1.0, 2.0), confidential=(3.0,), rng=SeededRandom(4))
     node.receive(topics.ANNOUNCE, codec.encode(Announce(round_id, identity.public, params), identity), 1.0)
