@@ -62,6 +62,7 @@ COLLECTOR_STRATEGIES: dict[str, str] = {
     "split-announce": "coutil.adversary.private_run:SplitAnnounce",
     "split-roster": "coutil.adversary.private_run:SplitRoster",
     "split-roster-early": "coutil.adversary.private_run:SplitRosterEarly",
+    "cover-run": "coutil.adversary.cover_run:CoverRun",
 }
 
 

@@ -22,6 +22,8 @@ infers which records it can attribute to their owner.
   its later runs keep as excluded, to clear the complaints (`_start_run`);
 - ``split-assign`` (`coutil.adversary.private_run`): keeps the victim apart, with identities of its
   own, for a run of her own.
+- ``cover-run`` (`coutil.adversary.cover_run`): runs the victim's group with outsiders, then covers her
+  refusal with an assign it signs her and never sends (found by an attacker of the auditor).
 
 Every strategy also takes ``hide_complaints`` (default false): it acknowledges every verdict, as
 the subject expects, but leaves each complaint, and each verdict bound to another release or roster

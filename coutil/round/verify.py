@@ -530,13 +530,26 @@ def _excluded_by_statement(r: VerifiedRound) -> set[bytes]:
 
 def _covered(r: VerifiedRound, key: bytes) -> bool:
     """Whether the latest signed run of her group naming her a member is covered by the assign the collector signed
-    her (its members among her assign's): her `run_not_in_group` is then a merge's assign that did not reach her in
-    time, a broker holding it back for a step (`answer-old-assign`, SPEC §3), not a run of members outside her group."""
+    her (its members among her assign's), and is a run of her group: every member's assign names it, or a later
+    closing shuffle_start of it states her `merged` on and her assign names another group than MDAV's (a move
+    that `grouping` holds to SPEC §4's merge rule). Her `run_not_in_group` is then a merge's assign that did not
+    reach her in time, a broker holding it back for a step (`answer-old-assign`, SPEC §3), not a run of members
+    outside her group. Her own assign alone proves nothing: an excluded member's only has to be well-formed, and a
+    collector signed one covering a run with members of other groups that it never sent her (`cover-run`, found by
+    an attacker: verify passed it)."""
     assign = next((a for a in r.assigns if a.subject == key), None)
     if assign is None:
         return False
-    named = [s for (group, _), s in sorted(r.runs().items()) if group == assign.group and key in s.members]
-    return bool(named) and set(named[-1].members) <= set(assign.members)
+    runs = r.runs()
+    named = [s for (group, _), s in sorted(runs.items()) if group == assign.group and key in s.members]
+    if not named or not set(named[-1].members) <= set(assign.members):
+        return False
+    group_of = {a.subject: a.group for a in r.assigns}
+    formed = {m: label for label, members in r.formed.items() for m in members}
+    moved_on = {m for (group, run), s in runs.items() if group == assign.group and run > named[-1].run
+                and not s.members for m, reason in s.excluded if reason == "merged"
+                and group_of.get(m) not in (None, formed.get(m))}
+    return all(group_of.get(m) == assign.group or m in moved_on for m in named[-1].members)
 
 
 def _check_complaints(r: VerifiedRound, check: Check) -> dict[str, int]:

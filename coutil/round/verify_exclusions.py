@@ -53,6 +53,12 @@ def _check_statement(r: VerifiedRound, check: Check, s: ShuffleStart, previous: 
         return
     if key not in previous.members:
         check.fail(f"group {group} run {run} excludes {sid_of(key)} ({reason}), not a member of run {run - 1}")
+    if reason == "merged" and s.members:
+        # A merge dissolves the group it leaves: only a closing shuffle_start states it (SPEC §4). In a run that
+        # goes on it was no exclusion at all, and let a collector take members of other groups out of a run it
+        # had added them to (`cover-run`, found by an attacker).
+        check.fail(f"group {group} run {run} states {sid_of(key)} merged in a run that goes on (only a group's "
+                   "closing shuffle_start does)")
     if reason == "silent" and r.issued(s) < previous.deadline - 1e-6:
         check.fail(f"group {group} run {run} excludes {sid_of(key)} as silent {previous.deadline - r.issued(s):.3g} "
                    f"s before run {run - 1}'s step deadline (drop-subject)")

@@ -38,7 +38,9 @@ def test_every_name_of_the_issue_is_registered_with_its_class() -> None:
         "split-roster-early",
         # Found since: a merge routed to a group of its choosing (SPEC §3, the auditor's grouping check), a run
         # shown to one member alone so that her answer "proves" she equivocated (the auditor's blame_evidence).
-        "route-merge", "lure-run"}
+        "route-merge", "lure-run",
+        # A run of members outside her group, her refusal covered by an assign it never sent (the auditor's complaints).
+        "cover-run"}
     for name in SUBJECT_STRATEGIES:
         assert name == subject_strategy(name).NAME
     for name in COLLECTOR_STRATEGIES:

@@ -24,7 +24,7 @@ NOT_VISIBLE = {"drop-subject", "fabricate-members", "split-announce"}
 
 #: Deviations that leave one member of a group out of a run: they need a group of more than k (37 rows,
 #: k = 3: one group of four).
-NEEDS_A_GROUP_ABOVE_K = {"erase-complaints", "split-assign", "split-roster"}
+NEEDS_A_GROUP_ABOVE_K = {"cover-run", "erase-complaints", "split-assign", "split-roster"}
 
 
 def _round(tmp_path: Path, strategy: str, seed: int, *, hide_complaints: bool = False) -> Path:
