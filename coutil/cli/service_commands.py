@@ -379,23 +379,25 @@ def join_command(
     (node,) = make_subjects(announced, [(values[:q].tolist(), values[q:].tolist())], min_k=min_k)
     if not as_json:
         err_console.print(f"round {announced.round_id.hex()} by collector {announced.collector_key.hex()}")
+
     def held() -> list[Any]:
         pair, proof, receipt = node.verdict_evidence(), node.equivocation_evidence(), node.roster_receipt()
         return [*([VerdictEvidence(*pair)] if pair is not None else []),
                 *([EquivocationEvidence(*proof)] if proof is not None else []),
                 *([RosterReceipt(*receipt)] if receipt is not None else [])]
 
-    written: list[list[Any]] = [[]]
+    written: list[Any] = []
 
     def keep_evidence() -> None:
         # Written as soon as it changes (a receipt, a proof, an acknowledged verdict), not only at the end: a host
         # that dies mid-round (kill -9, power loss) lost her proof, its only copy. Best effort here; the final
         # write below reports a failure.
+        nonlocal written
         items = held()
-        if evidence is not None and items != written[0]:
+        if evidence is not None and items != written:
             with contextlib.suppress(InputError):
                 write_evidence(evidence, dict.fromkeys([*earlier, *items]))
-                written[0] = items
+                written = items
 
     watch = RoundWatch(announced, on_progress=keep_evidence if evidence is not None else None)
     try:
